@@ -541,12 +541,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--cpu", type=int, default=_common.default_bench_cpu(), help="pin workers here"
     )
-    parser.add_argument("--no-readme", action="store_true", help="do not rewrite README.md")
-    parser.add_argument("--out", type=Path, default=_common.RESULTS_DIR, help="results directory")
+    parser.add_argument(
+        "--readme",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="rewrite the README table (default: yes for full runs, no for --quick)",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="results directory (default: results/, or results/quick/ for --quick)",
+    )
     args = parser.parse_args(argv)
     preset = QUICK if args.quick else FULL
     rounds = args.rounds or preset["rounds"]
     target_ms = args.target_ms or preset["target_ms"]
+    # A demo (--quick) must not overwrite the committed full-run figures the README shows.
+    out_dir = args.out or (_common.RESULTS_DIR / "quick" if args.quick else _common.RESULTS_DIR)
+    update_readme = (not args.quick) if args.readme is None else args.readme
 
     machine = _common.machine_info()
     print(
@@ -571,11 +584,11 @@ def main(argv: list[str] | None = None) -> int:
         },
         "loops": _summarise(state),
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    _common.write_json_atomically(args.out / "latest.json", result)
-    written = [args.out / "latest.json"]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    _common.write_json_atomically(out_dir / "latest.json", result)
+    written = [out_dir / "latest.json"]
     try:
-        written += charts(result, args.out)
+        written += charts(result, out_dir)
     except Exception as exc:  # a chart must not cost us the numbers
         print(f"charts skipped: {type(exc).__name__}: {exc}", file=sys.stderr)
 
@@ -583,7 +596,7 @@ def main(argv: list[str] | None = None) -> int:
     print(markdown_table(result))
     for note in _notes(result):
         print(note)
-    if not args.no_readme:
+    if update_readme:
         if _common.update_readme_section("primitives", readme_section(result)):
             written.append(_common.README)
         else:
