@@ -28,7 +28,8 @@ The runner half spawns ``primitives.py --worker LOOP`` once per loop per round, 
 one CPU, and reads JSON lines from its stdout; the worker half does the timing with GC off.
 Outputs: ``results/latest.json``, ``results/primitives_us.png``,
 ``results/primitives_speedup.png`` and the table in ``README.md`` between the
-``primitives`` markers.
+``primitives`` markers; ``--quick`` writes the same files under ``results/quick/`` and
+leaves the README alone.
 """
 
 from __future__ import annotations
