@@ -1,0 +1,5 @@
+"""Low-level socket operations (`loop.sock_*`). Placeholder: being written."""
+
+
+class SockOpsMixin:
+    pass

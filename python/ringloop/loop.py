@@ -1,0 +1,128 @@
+"""`ringloop.Loop`: the Python half of the event loop.
+
+The class stacks three layers, first match wins:
+
+1. `_core.LoopCore` (Rust): the hot path — `call_soon*`, `call_later`, `call_at`, `time`,
+   `add_reader`/`add_writer`, the ready queue, the timer heap and the dispatcher.
+2. ringloop's Python mixins: socket operations (`_sockops`) and signals (`_signals`), written
+   on top of the native fd callbacks.
+3. `asyncio.BaseEventLoop`: semantics asyncio already gets right and that are not hot —
+   `run_until_complete`, tasks and futures (CPython's C `Task`/`Future`), the exception
+   handler, executors, `getaddrinfo`, async-generator shutdown, `sendfile` fallbacks.
+
+`BaseEventLoop.__init__` runs unchanged; the attributes it sets that the native core owns
+(`_closed`, `_stopping`, `_debug`, `slow_callback_duration`) are native properties, and the
+Python queues it creates (`_ready`, `_scheduled`) are deleted so that any code path still
+reaching for them fails loudly instead of silently queueing into a list nobody runs.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import weakref
+from asyncio import base_events, events
+from asyncio.log import logger
+
+from . import _core
+from ._handles import callback_source
+from ._signals import SignalMixin
+from ._sockops import SockOpsMixin
+
+
+class Loop(_core.LoopCore, SockOpsMixin, SignalMixin, base_events.BaseEventLoop):
+    """A drop-in asyncio event loop on io_uring (or epoll).
+
+    `Loop(backend=None)` picks `RINGLOOP_BACKEND` or probes io_uring and falls back to epoll;
+    `loop.backend` says which one runs and `loop.backend_fallback_reason` why, if it fell back.
+    """
+
+    def __init__(self, *, backend: str | None = None) -> None:
+        base_events.BaseEventLoop.__init__(self)
+        # The native core owns the queues; see the module docstring.
+        del self._ready
+        del self._scheduled
+        # fd -> transport, for _ensure_fd_no_transport (filled by native transports).
+        self._transports = weakref.WeakValueDictionary()
+        SignalMixin._init_signals(self)
+
+    def __repr__(self) -> str:
+        return (
+            f"<{type(self).__name__} backend={self.backend} running={self.is_running()} "
+            f"closed={self.is_closed()} debug={self.get_debug()}>"
+        )
+
+    # -- running ---------------------------------------------------------------------------
+
+    def run_forever(self) -> None:
+        self._check_closed()
+        self._check_running()
+        self._set_coroutine_origin_tracking(self._debug)
+        old_agen_hooks = sys.get_asyncgen_hooks()
+        try:
+            self._thread_id = threading.get_ident()
+            sys.set_asyncgen_hooks(
+                firstiter=self._asyncgen_firstiter_hook,
+                finalizer=self._asyncgen_finalizer_hook,
+            )
+            events._set_running_loop(self)
+            self._run_forever_native()
+        finally:
+            self._stopping = False
+            self._thread_id = None
+            events._set_running_loop(None)
+            self._set_coroutine_origin_tracking(False)
+            sys.set_asyncgen_hooks(*old_agen_hooks)
+
+    def close(self) -> None:
+        if self.is_running():
+            raise RuntimeError("Cannot close a running event loop")
+        if self._closed:
+            return
+        if self._debug:
+            logger.debug("Close %r", self)
+        self._close_signals()
+        self._close_native()
+        self._executor_shutdown_called = True
+        executor = self._default_executor
+        if executor is not None:
+            self._default_executor = None
+            executor.shutdown(wait=False)
+
+    # -- called by the native dispatcher ----------------------------------------------------
+
+    def _callback_error(self, handle, exc: BaseException) -> None:
+        """A callback raised: report it like asyncio's `Handle._run` does."""
+        cb = callback_source(handle._callback, handle._args)
+        context = {
+            "message": f"Exception in callback {cb}",
+            "exception": exc,
+            "handle": handle,
+        }
+        self.call_exception_handler(context)
+
+    def _log_slow_callback(self, handle, dt: float) -> None:
+        """Debug mode: the warning asyncio logs for a callback slower than
+        `slow_callback_duration`."""
+        fmt = getattr(base_events, "_format_handle", str)
+        logger.warning("Executing %s took %.3f seconds", fmt(handle), dt)
+
+    # -- transports bookkeeping (used by sock_* and, later, native transports) ---------------
+
+    def _ensure_fd_no_transport(self, fd) -> None:
+        fileno = fd
+        if not isinstance(fileno, int):
+            try:
+                fileno = int(fileno.fileno())
+            except (AttributeError, TypeError, ValueError):
+                raise ValueError(f"Invalid file object: {fd!r}") from None
+        transport = self._transports.get(fileno)
+        if transport is not None and not transport.is_closing():
+            raise RuntimeError(
+                f"File descriptor {fd!r} is used by transport {transport!r}"
+            )
+
+
+def new_event_loop(*, backend: str | None = None) -> Loop:
+    """A new `Loop` (what `asyncio.Runner(loop_factory=...)` wants)."""
+    return Loop(backend=backend)

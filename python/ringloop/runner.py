@@ -1,0 +1,30 @@
+"""Entry points that put a `ringloop.Loop` under a program: `run`, `EventLoopPolicy`, `install`."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+from .loop import Loop, new_event_loop
+
+T = TypeVar("T")
+
+
+def run(main: Coroutine[Any, Any, T], *, debug: bool | None = None) -> T:
+    """`asyncio.run(main, debug=debug)` on a ringloop loop: same semantics (a new loop,
+    leftover tasks cancelled, async generators and the default executor shut down)."""
+    with asyncio.Runner(debug=debug, loop_factory=new_event_loop) as runner:
+        return runner.run(main)
+
+
+class EventLoopPolicy(asyncio.DefaultEventLoopPolicy):
+    """An event loop policy whose `new_event_loop()` returns a `ringloop.Loop`."""
+
+    def _loop_factory(self) -> Loop:  # type: ignore[override]
+        return Loop()
+
+
+def install() -> None:
+    """Make ringloop the loop that `asyncio.new_event_loop()`/`asyncio.run()` create."""
+    asyncio.set_event_loop_policy(EventLoopPolicy())

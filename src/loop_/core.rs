@@ -1,0 +1,735 @@
+//! `LoopCore`: the native half of `ringloop.Loop` — ready queue, timers, fd callbacks and the
+//! dispatcher. The Python half (`python/ringloop/loop.py`) subclasses it together with
+//! `asyncio.BaseEventLoop` and keeps the subtle, rarely-hot semantics (run_until_complete,
+//! executors, getaddrinfo, signals, async generators); everything here runs once per callback
+//! or once per iteration.
+//!
+//! One iteration (`_run_once`) mirrors asyncio's order exactly, because programs depend on it:
+//! 1. wait in the reactor — not at all if callbacks are ready or `stop()` was called, else
+//!    until the earliest timer (never early: deadlines are rounded up to the nanosecond and
+//!    epoll's milliseconds are rounded up too);
+//! 2. queue the callbacks of ready fds, then the expired timers (so `call_later(0)` runs after
+//!    callbacks that were already queued);
+//! 3. run exactly the callbacks queued so far; anything they schedule runs next iteration.
+//!
+//! Invariants: no borrow of `st`/`io` is held while Python code runs (callbacks, `__del__` of a
+//! dropped handle, logging); handles leave the queues before they are dropped.
+
+use std::collections::{HashMap, VecDeque};
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyInt, PyTuple};
+use pyo3::{PyTraverseError, PyVisit};
+
+use super::gil_cell::GilCell;
+use super::handle::{run_handle, Handle, TimerHandle, TimerInfo};
+use super::timers::TimerHeap;
+use crate::errors::os_error;
+use crate::reactor::sys::monotonic_ns;
+use crate::reactor::{Choice, Event, Reactor, Waker};
+
+/// asyncio's MAXIMUM_SELECT_TIMEOUT: never sleep longer than a day in one wait.
+const MAX_WAIT: Duration = Duration::from_secs(24 * 3600);
+
+#[derive(Default)]
+struct FdCallbacks {
+    reader: Option<Py<Handle>>,
+    writer: Option<Py<Handle>>,
+}
+
+#[derive(Default)]
+struct State {
+    ready: VecDeque<Py<Handle>>,
+    timers: TimerHeap<Py<Handle>>,
+    fds: HashMap<RawFd, FdCallbacks>,
+}
+
+struct Io {
+    reactor: Option<Reactor>,
+    events: Vec<Event>,
+}
+
+/// What the watch (`ringloop.watch`) and the watchdog read about the slice running now.
+/// Shared with threads that never take the GIL, hence atomics.
+#[derive(Default)]
+pub struct SliceClock {
+    pub seq: AtomicU64,
+    /// Start of the running slice in CLOCK_MONOTONIC ns; 0 between slices.
+    pub start_ns: AtomicU64,
+}
+
+#[pyclass(module = "ringloop._core", frozen, subclass, weakref)]
+pub struct LoopCore {
+    st: GilCell<State>,
+    io: GilCell<Io>,
+    waker: Arc<Waker>,
+    backend: &'static str,
+    fallback_reason: Option<String>,
+    closed: AtomicBool,
+    stopping: AtomicBool,
+    debug: AtomicBool,
+    /// The loop is (about to be) blocked in the reactor: threadsafe calls must wake it.
+    needs_wake: AtomicBool,
+    slow_callback_ns: AtomicU64,
+    /// Time every slice (debug mode or the watch is on).
+    timing: AtomicBool,
+    watch_threshold_ns: AtomicU64,
+    watch_hook: GilCell<Option<Py<PyAny>>>,
+    pub(crate) slice: Arc<SliceClock>,
+}
+
+fn seconds_to_ns(s: f64) -> u64 {
+    // NaN and negative deadlines are due at once, as in asyncio; +inf (and anything past the
+    // u64 range) is never due. ceil(): a deadline is never rounded towards "earlier".
+    if s.is_nan() || s <= 0.0 {
+        0
+    } else if s >= u64::MAX as f64 / 1e9 {
+        u64::MAX
+    } else {
+        (s * 1e9).ceil() as u64
+    }
+}
+
+fn closed_error() -> PyErr {
+    PyRuntimeError::new_err("Event loop is closed")
+}
+
+/// asyncio's `selectors._fileobj_to_fd`: an int, or an object with `fileno()`.
+fn fileobj_to_fd(obj: &Bound<'_, PyAny>) -> PyResult<RawFd> {
+    let fd: i64 = if obj.is_instance_of::<PyInt>() {
+        obj.extract()?
+    } else {
+        match obj.call_method0("fileno") {
+            Ok(v) => v.extract().map_err(|_| PyValueError::new_err(format!("Invalid file object: {}", obj.repr().map(|r| r.to_string()).unwrap_or_default())))?,
+            Err(_) => {
+                return Err(PyValueError::new_err(format!(
+                    "Invalid file object: {}",
+                    obj.repr().map(|r| r.to_string()).unwrap_or_default()
+                )))
+            }
+        }
+    };
+    if fd < 0 || fd > i32::MAX as i64 {
+        return Err(PyValueError::new_err(format!("Invalid file descriptor: {fd}")));
+    }
+    Ok(fd as RawFd)
+}
+
+impl LoopCore {
+    pub(crate) fn timer_cancelled(&self, py: Python<'_>) -> PyResult<()> {
+        self.st.borrow_mut(py)?.timers.note_cancelled();
+        Ok(())
+    }
+
+    #[inline]
+    fn check_open(&self) -> PyResult<()> {
+        if self.closed.load(Ordering::Relaxed) {
+            Err(closed_error())
+        } else {
+            Ok(())
+        }
+    }
+
+    fn check_callback(slf: &Bound<'_, Self>, callback: &Bound<'_, PyAny>, method: &str) -> PyResult<()> {
+        if slf.get().debug.load(Ordering::Relaxed) {
+            // asyncio's exact messages for coroutines and non-callables.
+            slf.call_method1("_check_callback", (callback, method))?;
+        } else if !callback.is_callable() {
+            return Err(PyTypeError::new_err(format!(
+                "a callable object was expected by {method}(), got {}",
+                callback.repr()?
+            )));
+        }
+        Ok(())
+    }
+
+    fn new_handle(
+        slf: &Bound<'_, Self>,
+        callback: &Bound<'_, PyAny>,
+        args: &Bound<'_, PyTuple>,
+        context: Option<Bound<'_, PyAny>>,
+    ) -> PyResult<Py<Handle>> {
+        let context = context.filter(|c| !c.is_none()).map(Bound::unbind);
+        Py::new(
+            slf.py(),
+            Handle::new(callback.clone().unbind(), args.clone().unbind(), context, slf.clone().into_any().unbind(), None),
+        )
+    }
+
+    fn schedule_at(
+        slf: &Bound<'_, Self>,
+        when: f64,
+        when_ns: u64,
+        callback: &Bound<'_, PyAny>,
+        args: &Bound<'_, PyTuple>,
+        context: Option<Bound<'_, PyAny>>,
+    ) -> PyResult<Py<TimerHandle>> {
+        let py = slf.py();
+        let context = context.filter(|c| !c.is_none()).map(Bound::unbind);
+        let timer = TimerInfo { when_ns, when, scheduled: AtomicBool::new(true) };
+        let base = Handle::new(callback.clone().unbind(), args.clone().unbind(), context, slf.clone().into_any().unbind(), Some(timer));
+        let th = Bound::new(py, PyClassInitializer::from(base).add_subclass(TimerHandle))?;
+        let as_handle: Py<Handle> = th.as_super().clone().unbind();
+        slf.get().st.borrow_mut(py)?.timers.push(when_ns, as_handle);
+        Ok(th.unbind())
+    }
+
+    fn set_fd_callback(
+        slf: &Bound<'_, Self>,
+        fd: &Bound<'_, PyAny>,
+        callback: &Bound<'_, PyAny>,
+        args: &Bound<'_, PyTuple>,
+        writer: bool,
+    ) -> PyResult<()> {
+        let py = slf.py();
+        let this = slf.get();
+        this.check_open()?;
+        let fd = fileobj_to_fd(fd)?;
+        Self::check_callback(slf, callback, if writer { "add_writer" } else { "add_reader" })?;
+        let handle = Self::new_handle(slf, callback, args, None)?;
+        let (old, want_r, want_w) = {
+            let mut st = this.st.borrow_mut(py)?;
+            let e = st.fds.entry(fd).or_default();
+            let slot = if writer { &mut e.writer } else { &mut e.reader };
+            let old = slot.replace(handle);
+            (old, e.reader.is_some(), e.writer.is_some())
+        };
+        let res = {
+            let mut io = this.io.borrow_mut(py)?;
+            match io.reactor.as_mut() {
+                Some(r) => r.set_interest(fd, want_r, want_w),
+                None => Ok(()),
+            }
+        };
+        if let Err(e) = res {
+            // Undo: the fd keeps whatever it had before.
+            let undone = {
+                let mut st = this.st.borrow_mut(py)?;
+                let e = st.fds.entry(fd).or_default();
+                let slot = if writer { &mut e.writer } else { &mut e.reader };
+                let new = std::mem::replace(slot, None);
+                let restore = old.as_ref().map(|h| h.clone_ref(py));
+                *slot = restore;
+                if e.reader.is_none() && e.writer.is_none() {
+                    st.fds.remove(&fd);
+                }
+                new
+            };
+            drop(undone);
+            return Err(os_error(e));
+        }
+        if let Some(old) = old {
+            // asyncio cancels the handle a new callback replaces.
+            let dropped = old.get().take_cancel(py)?;
+            drop(dropped);
+        }
+        Ok(())
+    }
+
+    fn remove_fd_callback(slf: &Bound<'_, Self>, fd: &Bound<'_, PyAny>, writer: bool) -> PyResult<bool> {
+        let py = slf.py();
+        let this = slf.get();
+        let fd = fileobj_to_fd(fd)?;
+        if this.closed.load(Ordering::Relaxed) {
+            return Ok(false);
+        }
+        let (old, want_r, want_w) = {
+            let mut st = this.st.borrow_mut(py)?;
+            let Some(e) = st.fds.get_mut(&fd) else { return Ok(false) };
+            let old = if writer { e.writer.take() } else { e.reader.take() };
+            let (r, w) = (e.reader.is_some(), e.writer.is_some());
+            if !r && !w {
+                st.fds.remove(&fd);
+            }
+            (old, r, w)
+        };
+        let Some(old) = old else { return Ok(false) };
+        let res = {
+            let mut io = this.io.borrow_mut(py)?;
+            match io.reactor.as_mut() {
+                Some(r) => r.set_interest(fd, want_r, want_w),
+                None => Ok(()),
+            }
+        };
+        let dropped = old.get().take_cancel(py)?;
+        drop(dropped);
+        drop(old);
+        res.map_err(os_error)?;
+        Ok(true)
+    }
+
+    /// One loop iteration (see the module docs for the order).
+    fn run_once(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let py = slf.py();
+        let this = slf.get();
+
+        // Discard cancelled timers before deciding how long to sleep; drop them only after the
+        // borrow ends (their callbacks' __del__ may schedule more work).
+        let dead = {
+            let mut st = this.st.borrow_mut(py)?;
+            let mut dead = st.timers.sweep(|h| h.get().is_cancelled());
+            while st.timers.peek().is_some_and(|h| h.get().is_cancelled()) {
+                let h = st.timers.pop().expect("peeked");
+                st.timers.note_removed_cancelled();
+                dead.push(h);
+            }
+            dead
+        };
+        for h in &dead {
+            if let Some(t) = &h.get().timer {
+                t.scheduled.store(false, Ordering::Relaxed);
+            }
+        }
+        drop(dead);
+
+        // From here until the wait, no Python code runs: a threadsafe call that lands after
+        // `needs_wake` is set wakes the reactor; one that landed before is in `ready`.
+        this.needs_wake.store(true, Ordering::SeqCst);
+        let timeout = {
+            let st = this.st.borrow(py)?;
+            if !st.ready.is_empty() || this.stopping.load(Ordering::Relaxed) {
+                Some(Duration::ZERO)
+            } else {
+                st.timers.peek_when().map(|w| Duration::from_nanos(w.saturating_sub(monotonic_ns())).min(MAX_WAIT))
+            }
+        };
+        let mut events = {
+            let mut io_ref = this.io.borrow_mut(py)?;
+            let io = &mut *io_ref;
+            let mut events = std::mem::take(&mut io.events);
+            events.clear();
+            let reactor = io.reactor.as_mut().ok_or_else(closed_error)?;
+            let res = if timeout == Some(Duration::ZERO) {
+                reactor.poll(timeout, &mut events)
+            } else {
+                py.detach(|| reactor.poll(timeout, &mut events))
+            };
+            this.needs_wake.store(false, Ordering::SeqCst);
+            res.map_err(os_error)?;
+            events
+        };
+
+        {
+            let mut st = this.st.borrow_mut(py)?;
+            let st = &mut *st;
+            for ev in &events {
+                if let Some(cbs) = st.fds.get(&ev.fd) {
+                    if ev.readable {
+                        if let Some(h) = &cbs.reader {
+                            st.ready.push_back(h.clone_ref(py));
+                        }
+                    }
+                    if ev.writable {
+                        if let Some(h) = &cbs.writer {
+                            st.ready.push_back(h.clone_ref(py));
+                        }
+                    }
+                }
+            }
+            let now = monotonic_ns();
+            while let Some(h) = st.timers.pop_expired(now) {
+                if let Some(t) = &h.get().timer {
+                    t.scheduled.store(false, Ordering::Relaxed);
+                }
+                // A cancelled one would only be skipped below; it is dropped there, outside
+                // this borrow.
+                st.ready.push_back(h);
+            }
+        }
+        events.clear();
+        if let Ok(mut io) = this.io.borrow_mut(py) {
+            io.events = events;
+        }
+        // Signals that interrupted the wait run their Python handlers now; KeyboardInterrupt
+        // from the default SIGINT handler leaves run_forever here, as in asyncio.
+        py.check_signals()?;
+
+        let ntodo = this.st.borrow(py)?.ready.len();
+        let timing = this.timing.load(Ordering::Relaxed);
+        for _ in 0..ntodo {
+            let Some(h) = this.st.borrow_mut(py)?.ready.pop_front() else { break };
+            let hb = h.bind(py);
+            if hb.get().is_cancelled() {
+                continue;
+            }
+            if !timing {
+                run_handle(py, hb)?;
+            } else {
+                Self::run_timed(slf, hb)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Run one callback with its slice timed: debug mode's slow-callback warning and the
+    /// watch's `on_slow` hook both read the same two clock readings.
+    #[inline(never)]
+    fn run_timed(slf: &Bound<'_, Self>, h: &Bound<'_, Handle>) -> PyResult<()> {
+        let py = slf.py();
+        let this = slf.get();
+        let t0 = monotonic_ns();
+        this.slice.seq.fetch_add(1, Ordering::Relaxed);
+        this.slice.start_ns.store(t0, Ordering::Release);
+        let r = run_handle(py, h);
+        let dt = monotonic_ns().saturating_sub(t0);
+        this.slice.start_ns.store(0, Ordering::Release);
+        r?;
+        if this.debug.load(Ordering::Relaxed) && dt >= this.slow_callback_ns.load(Ordering::Relaxed) {
+            slf.call_method1("_log_slow_callback", (h, dt as f64 / 1e9))?;
+        }
+        let wt = this.watch_threshold_ns.load(Ordering::Relaxed);
+        if wt != 0 && dt >= wt {
+            let hook = this.watch_hook.borrow(py)?.as_ref().map(|h| h.clone_ref(py));
+            if let Some(hook) = hook {
+                if let Err(e) = hook.call1(py, (h, t0, dt)) {
+                    // A broken hook must not break the program it watches.
+                    e.write_unraisable(py, Some(hook.bind(py)));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn update_timing(&self) {
+        let on = self.debug.load(Ordering::Relaxed) || self.watch_threshold_ns.load(Ordering::Relaxed) != 0;
+        self.timing.store(on, Ordering::Relaxed);
+    }
+}
+
+#[pymethods]
+impl LoopCore {
+    #[new]
+    #[pyo3(signature = (*_args, backend = None, **_kwargs))]
+    fn py_new(
+        _args: &Bound<'_, PyTuple>,
+        backend: Option<&str>,
+        _kwargs: Option<&Bound<'_, pyo3::types::PyDict>>,
+    ) -> PyResult<Self> {
+        let env = std::env::var("RINGLOOP_BACKEND").ok();
+        let name = backend.map(str::to_owned).or(env).unwrap_or_default();
+        let choice = Choice::parse(&name).ok_or_else(|| {
+            PyValueError::new_err(format!(
+                "unknown ringloop backend {name:?}: expected 'auto', 'io_uring' or 'epoll' \
+                 (from backend= or RINGLOOP_BACKEND)"
+            ))
+        })?;
+        let (reactor, fallback_reason) = Reactor::new(choice).map_err(os_error)?;
+        Ok(LoopCore {
+            st: GilCell::new(State::default()),
+            waker: reactor.waker().clone(),
+            backend: reactor.name(),
+            io: GilCell::new(Io { reactor: Some(reactor), events: Vec::with_capacity(256) }),
+            fallback_reason,
+            closed: AtomicBool::new(false),
+            stopping: AtomicBool::new(false),
+            debug: AtomicBool::new(false),
+            needs_wake: AtomicBool::new(false),
+            slow_callback_ns: AtomicU64::new(100_000_000),
+            timing: AtomicBool::new(false),
+            watch_threshold_ns: AtomicU64::new(0),
+            watch_hook: GilCell::new(None),
+            slice: Arc::new(SliceClock::default()),
+        })
+    }
+
+    /// `"io_uring"` or `"epoll"`.
+    #[getter]
+    fn backend(&self) -> &'static str {
+        self.backend
+    }
+
+    /// Why `auto` fell back to epoll, or `None`.
+    #[getter]
+    fn backend_fallback_reason(&self) -> Option<String> {
+        self.fallback_reason.clone()
+    }
+
+    #[getter]
+    fn _closed(&self) -> bool {
+        self.closed.load(Ordering::Relaxed)
+    }
+    #[setter(_closed)]
+    fn set_closed_attr(&self, v: bool) {
+        self.closed.store(v, Ordering::Relaxed);
+    }
+
+    #[getter]
+    fn _stopping(&self) -> bool {
+        self.stopping.load(Ordering::Relaxed)
+    }
+    #[setter(_stopping)]
+    fn set_stopping_attr(&self, v: bool) {
+        self.stopping.store(v, Ordering::Relaxed);
+    }
+
+    #[getter]
+    fn _debug(&self) -> bool {
+        self.debug.load(Ordering::Relaxed)
+    }
+    #[setter(_debug)]
+    fn set_debug_attr(&self, v: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.debug.store(v.is_truthy()?, Ordering::Relaxed);
+        self.update_timing();
+        Ok(())
+    }
+
+    #[getter]
+    fn slow_callback_duration(&self) -> f64 {
+        self.slow_callback_ns.load(Ordering::Relaxed) as f64 / 1e9
+    }
+    #[setter]
+    fn set_slow_callback_duration(&self, v: f64) {
+        self.slow_callback_ns.store(seconds_to_ns(v), Ordering::Relaxed);
+    }
+
+    fn time(&self) -> f64 {
+        monotonic_ns() as f64 / 1e9
+    }
+
+    /// Nanosecond clock of the loop (CLOCK_MONOTONIC, same as `time.monotonic_ns()`).
+    fn time_ns(&self) -> u64 {
+        monotonic_ns()
+    }
+
+    #[pyo3(signature = (callback, *args, context = None))]
+    fn call_soon(
+        slf: &Bound<'_, Self>,
+        callback: &Bound<'_, PyAny>,
+        args: &Bound<'_, PyTuple>,
+        context: Option<Bound<'_, PyAny>>,
+    ) -> PyResult<Py<Handle>> {
+        let this = slf.get();
+        this.check_open()?;
+        if this.debug.load(Ordering::Relaxed) {
+            slf.call_method0("_check_thread")?;
+        }
+        Self::check_callback(slf, callback, "call_soon")?;
+        let h = Self::new_handle(slf, callback, args, context)?;
+        let py = slf.py();
+        this.st.borrow_mut(py)?.ready.push_back(h.clone_ref(py));
+        Ok(h)
+    }
+
+    #[pyo3(signature = (callback, *args, context = None))]
+    fn call_soon_threadsafe(
+        slf: &Bound<'_, Self>,
+        callback: &Bound<'_, PyAny>,
+        args: &Bound<'_, PyTuple>,
+        context: Option<Bound<'_, PyAny>>,
+    ) -> PyResult<Py<Handle>> {
+        let this = slf.get();
+        this.check_open()?;
+        Self::check_callback(slf, callback, "call_soon_threadsafe")?;
+        let h = Self::new_handle(slf, callback, args, context)?;
+        let py = slf.py();
+        this.st.borrow_mut(py)?.ready.push_back(h.clone_ref(py));
+        if this.needs_wake.load(Ordering::SeqCst) {
+            this.waker.wake();
+        }
+        Ok(h)
+    }
+
+    #[pyo3(signature = (delay, callback, *args, context = None))]
+    fn call_later(
+        slf: &Bound<'_, Self>,
+        delay: &Bound<'_, PyAny>,
+        callback: &Bound<'_, PyAny>,
+        args: &Bound<'_, PyTuple>,
+        context: Option<Bound<'_, PyAny>>,
+    ) -> PyResult<Py<TimerHandle>> {
+        if delay.is_none() {
+            return Err(PyTypeError::new_err("delay must not be None"));
+        }
+        let this = slf.get();
+        this.check_open()?;
+        let delay: f64 = delay.extract()?;
+        if this.debug.load(Ordering::Relaxed) {
+            slf.call_method0("_check_thread")?;
+        }
+        Self::check_callback(slf, callback, "call_later")?;
+        let now = monotonic_ns();
+        let when = now as f64 / 1e9 + delay;
+        let when_ns = if delay.is_nan() { 0 } else { now.saturating_add(seconds_to_ns(delay)) };
+        Self::schedule_at(slf, when, when_ns, callback, args, context)
+    }
+
+    #[pyo3(signature = (when, callback, *args, context = None))]
+    fn call_at(
+        slf: &Bound<'_, Self>,
+        when: &Bound<'_, PyAny>,
+        callback: &Bound<'_, PyAny>,
+        args: &Bound<'_, PyTuple>,
+        context: Option<Bound<'_, PyAny>>,
+    ) -> PyResult<Py<TimerHandle>> {
+        if when.is_none() {
+            return Err(PyTypeError::new_err("when cannot be None"));
+        }
+        let this = slf.get();
+        this.check_open()?;
+        let when: f64 = when.extract()?;
+        if this.debug.load(Ordering::Relaxed) {
+            slf.call_method0("_check_thread")?;
+        }
+        Self::check_callback(slf, callback, "call_at")?;
+        Self::schedule_at(slf, when, seconds_to_ns(when), callback, args, context)
+    }
+
+    /// Wake the loop from its wait (asyncio's name for the self-pipe write).
+    fn _write_to_self(&self) {
+        self.waker.wake();
+    }
+
+    fn stop(&self) {
+        self.stopping.store(true, Ordering::Relaxed);
+    }
+
+    fn _run_once(slf: &Bound<'_, Self>) -> PyResult<()> {
+        Self::run_once(slf)
+    }
+
+    /// The body of `run_forever`: iterate until `stop()`. The Python half sets up and tears
+    /// down (running-loop registration, async-generator hooks) around it.
+    fn _run_forever_native(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let this = slf.get();
+        loop {
+            Self::run_once(slf)?;
+            if this.stopping.load(Ordering::Relaxed) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    #[pyo3(signature = (fd, callback, *args))]
+    fn add_reader(slf: &Bound<'_, Self>, fd: &Bound<'_, PyAny>, callback: &Bound<'_, PyAny>, args: &Bound<'_, PyTuple>) -> PyResult<()> {
+        Self::set_fd_callback(slf, fd, callback, args, false)
+    }
+
+    #[pyo3(signature = (fd, callback, *args))]
+    fn add_writer(slf: &Bound<'_, Self>, fd: &Bound<'_, PyAny>, callback: &Bound<'_, PyAny>, args: &Bound<'_, PyTuple>) -> PyResult<()> {
+        Self::set_fd_callback(slf, fd, callback, args, true)
+    }
+
+    fn remove_reader(slf: &Bound<'_, Self>, fd: &Bound<'_, PyAny>) -> PyResult<bool> {
+        Self::remove_fd_callback(slf, fd, false)
+    }
+
+    fn remove_writer(slf: &Bound<'_, Self>, fd: &Bound<'_, PyAny>) -> PyResult<bool> {
+        Self::remove_fd_callback(slf, fd, true)
+    }
+
+    /// `(reader_handle, writer_handle)` registered for `fd` (either may be None).
+    fn _fd_callbacks(slf: &Bound<'_, Self>, fd: &Bound<'_, PyAny>) -> PyResult<(Option<Py<Handle>>, Option<Py<Handle>>)> {
+        let py = slf.py();
+        let fd = fileobj_to_fd(fd)?;
+        let st = slf.get().st.borrow(py)?;
+        Ok(match st.fds.get(&fd) {
+            Some(e) => (e.reader.as_ref().map(|h| h.clone_ref(py)), e.writer.as_ref().map(|h| h.clone_ref(py))),
+            None => (None, None),
+        })
+    }
+
+    /// Forget every callback and release the reactor. Called by `close()`.
+    fn _close_native(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let py = slf.py();
+        let this = slf.get();
+        this.closed.store(true, Ordering::Relaxed);
+        let (ready, timers, fds) = {
+            let mut st = this.st.borrow_mut(py)?;
+            (std::mem::take(&mut st.ready), st.timers.drain(), std::mem::take(&mut st.fds))
+        };
+        for h in &timers {
+            if let Some(t) = &h.get().timer {
+                t.scheduled.store(false, Ordering::Relaxed);
+            }
+        }
+        let reactor = this.io.borrow_mut(py)?.reactor.take();
+        let hook = this.watch_hook.borrow_mut(py)?.take();
+        drop((ready, timers, fds, reactor, hook));
+        Ok(())
+    }
+
+    /// Counts for tests and `repr`: ready callbacks, scheduled timers, fds watched.
+    fn _stats(&self, py: Python<'_>) -> PyResult<(usize, usize, usize)> {
+        let st = self.st.borrow(py)?;
+        Ok((st.ready.len(), st.timers.len(), st.fds.len()))
+    }
+
+    #[getter]
+    fn _timer_cancelled_count(&self, py: Python<'_>) -> PyResult<usize> {
+        Ok(self.st.borrow(py)?.timers.cancelled())
+    }
+    #[setter(_timer_cancelled_count)]
+    fn set_timer_cancelled_count_attr(&self, _v: usize) {
+        // Owned by the native heap; accepted (and ignored) so BaseEventLoop.__init__ can run.
+    }
+
+    /// Turn the watch's slice timing on (`threshold_ns > 0` and a hook) or off.
+    #[pyo3(signature = (threshold_ns, on_slow = None))]
+    fn _watch_set(&self, py: Python<'_>, threshold_ns: u64, on_slow: Option<Py<PyAny>>) -> PyResult<()> {
+        let on = threshold_ns > 0 && on_slow.is_some();
+        let old = std::mem::replace(&mut *self.watch_hook.borrow_mut(py)?, if on { on_slow } else { None });
+        self.watch_threshold_ns.store(if on { threshold_ns } else { 0 }, Ordering::Relaxed);
+        self.update_timing();
+        drop(old);
+        Ok(())
+    }
+
+    #[getter]
+    fn _slice_seq(&self) -> u64 {
+        self.slice.seq.load(Ordering::Relaxed)
+    }
+
+    #[getter]
+    fn _slice_start_ns(&self) -> u64 {
+        self.slice.start_ns.load(Ordering::Acquire)
+    }
+
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        if let Some(st) = self.st.try_borrow_unattached() {
+            for h in &st.ready {
+                visit.call(h)?;
+            }
+            for h in st.timers.iter() {
+                visit.call(h)?;
+            }
+            for e in st.fds.values() {
+                visit.call(&e.reader)?;
+                visit.call(&e.writer)?;
+            }
+        }
+        if let Some(h) = self.watch_hook.try_borrow_unattached() {
+            visit.call(&*h)?;
+        }
+        Ok(())
+    }
+
+    fn __clear__(&self) {
+        // SAFETY: tp_clear runs with the GIL held.
+        let py = unsafe { Python::assume_attached() };
+        let taken = self.st.borrow_mut(py).ok().map(|mut st| std::mem::take(&mut *st));
+        let hook = self.watch_hook.borrow_mut(py).ok().and_then(|mut h| h.take());
+        drop((taken, hook));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::seconds_to_ns;
+
+    #[test]
+    fn deadlines_round_up_and_saturate() {
+        assert_eq!(seconds_to_ns(f64::NAN), 0);
+        assert_eq!(seconds_to_ns(-1.0), 0);
+        assert_eq!(seconds_to_ns(0.0), 0);
+        assert_eq!(seconds_to_ns(1e-10), 1);
+        assert_eq!(seconds_to_ns(1.5), 1_500_000_000);
+        assert_eq!(seconds_to_ns(f64::INFINITY), u64::MAX);
+        assert_eq!(seconds_to_ns(1e300), u64::MAX);
+    }
+}

@@ -1,0 +1,263 @@
+//! The reactor: where the loop waits for file descriptors and time.
+//!
+//! A backend must provide exactly this (everything above it is backend-agnostic):
+//! - `set_interest(fd, readable, writable)`: level-triggered interest, as asyncio's
+//!   `add_reader`/`add_writer` promise — a callback that leaves data unread is called again on
+//!   the next iteration. `(false, false)` forgets the fd. Errors for a bad fd are reported here,
+//!   synchronously, with the errno epoll would give (`EBADF`, `EPERM` for regular files).
+//! - `poll(timeout, events)`: wait at most `timeout` (`None` = forever, `Some(ZERO)` = don't
+//!   block) and append ready fds to `events`. Returns early on a wake-up or a signal (`EINTR`
+//!   is not an error: the caller runs Python's signal handlers).
+//! - `waker()`: a handle any thread may use to end a `poll` early.
+//!
+//! The two backends are an enum, not a trait object: the loop calls `poll` once per iteration
+//! and a direct match keeps that call inlinable.
+
+pub mod epoll;
+pub mod sys;
+pub mod uring;
+
+use std::io;
+use std::os::fd::RawFd;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use sys::Waker;
+
+/// One ready file descriptor, as reported by `poll`.
+#[derive(Debug, Clone, Copy)]
+pub struct Event {
+    pub fd: RawFd,
+    pub readable: bool,
+    pub writable: bool,
+}
+
+/// Which backend the user asked for (`RINGLOOP_BACKEND` or `Loop(backend=...)`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Choice {
+    Auto,
+    IoUring,
+    Epoll,
+}
+
+impl Choice {
+    pub fn parse(s: &str) -> Option<Choice> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "" | "auto" => Some(Choice::Auto),
+            "io_uring" | "uring" | "io-uring" => Some(Choice::IoUring),
+            "epoll" => Some(Choice::Epoll),
+            _ => None,
+        }
+    }
+}
+
+pub enum Reactor {
+    Uring(uring::UringReactor),
+    Epoll(epoll::EpollReactor),
+}
+
+impl Reactor {
+    /// Build the requested backend. With `Auto`, io_uring is probed and any refusal (seccomp's
+    /// ENOSYS, `kernel.io_uring_disabled`'s EPERM, memlock's ENOMEM, a missing opcode or
+    /// feature) falls back to epoll; the reason is returned so `loop.backend_fallback_reason`
+    /// can tell it. A forced `IoUring` reports the refusal as an error instead.
+    pub fn new(choice: Choice) -> io::Result<(Reactor, Option<String>)> {
+        let waker = Arc::new(Waker::new()?);
+        match choice {
+            Choice::Epoll => Ok((Reactor::Epoll(epoll::EpollReactor::new(waker)?), None)),
+            Choice::IoUring => Ok((Reactor::Uring(uring::UringReactor::new(waker)?), None)),
+            Choice::Auto => match uring::UringReactor::new(waker.clone()) {
+                Ok(r) => Ok((Reactor::Uring(r), None)),
+                Err(e) => Ok((
+                    Reactor::Epoll(epoll::EpollReactor::new(waker)?),
+                    Some(format!("io_uring unavailable: {e}")),
+                )),
+            },
+        }
+    }
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            Reactor::Uring(_) => "io_uring",
+            Reactor::Epoll(_) => "epoll",
+        }
+    }
+
+    #[inline]
+    pub fn set_interest(&mut self, fd: RawFd, readable: bool, writable: bool) -> io::Result<()> {
+        match self {
+            Reactor::Uring(r) => r.set_interest(fd, readable, writable),
+            Reactor::Epoll(r) => r.set_interest(fd, readable, writable),
+        }
+    }
+
+    #[inline]
+    pub fn poll(&mut self, timeout: Option<Duration>, events: &mut Vec<Event>) -> io::Result<()> {
+        match self {
+            Reactor::Uring(r) => r.poll(timeout, events),
+            Reactor::Epoll(r) => r.poll(timeout, events),
+        }
+    }
+
+    pub fn waker(&self) -> &Arc<Waker> {
+        match self {
+            Reactor::Uring(r) => r.waker(),
+            Reactor::Epoll(r) => r.waker(),
+        }
+    }
+
+    /// Number of fds with interest registered (for `repr` and tests).
+    pub fn len(&self) -> usize {
+        match self {
+            Reactor::Uring(r) => r.len(),
+            Reactor::Epoll(r) => r.len(),
+        }
+    }
+}
+
+/// Probe io_uring without building a loop: `(true, "")` or `(false, why)`.
+pub fn io_uring_available() -> (bool, String) {
+    match Waker::new().and_then(|w| uring::UringReactor::new(Arc::new(w))) {
+        Ok(_) => (true, String::new()),
+        Err(e) => (false, e.to_string()),
+    }
+}
+
+/// Round a timeout up to whole milliseconds for epoll: rounding down would wake the loop
+/// before its earliest timer and cost a spurious iteration; timers must never fire early.
+pub fn timeout_ms_ceil(timeout: Option<Duration>) -> i32 {
+    match timeout {
+        None => -1,
+        Some(d) => {
+            let ns = d.as_nanos();
+            let ms = ns.div_ceil(1_000_000);
+            ms.min(i32::MAX as u128) as i32
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn choice_parses_known_names() {
+        assert_eq!(Choice::parse("auto"), Some(Choice::Auto));
+        assert_eq!(Choice::parse(""), Some(Choice::Auto));
+        assert_eq!(Choice::parse("IO_URING"), Some(Choice::IoUring));
+        assert_eq!(Choice::parse("epoll"), Some(Choice::Epoll));
+        assert_eq!(Choice::parse("kqueue"), None);
+    }
+
+    #[test]
+    fn epoll_timeout_rounds_up() {
+        assert_eq!(timeout_ms_ceil(None), -1);
+        assert_eq!(timeout_ms_ceil(Some(Duration::ZERO)), 0);
+        assert_eq!(timeout_ms_ceil(Some(Duration::from_nanos(1))), 1);
+        assert_eq!(timeout_ms_ceil(Some(Duration::from_micros(1500))), 2);
+        assert_eq!(timeout_ms_ceil(Some(Duration::from_secs(86400 * 365 * 100))), i32::MAX);
+    }
+
+    fn pipe() -> (RawFd, RawFd) {
+        let mut fds = [0; 2];
+        sys::syscall!(pipe2(fds.as_mut_ptr(), libc::O_NONBLOCK | libc::O_CLOEXEC)).unwrap();
+        (fds[0], fds[1])
+    }
+
+    fn level_triggered(choice: Choice) {
+        let (mut r, _) = Reactor::new(choice).unwrap();
+        let (rd, wr) = pipe();
+        r.set_interest(rd, true, false).unwrap();
+        let mut ev = Vec::new();
+        r.poll(Some(Duration::ZERO), &mut ev).unwrap();
+        assert!(ev.is_empty(), "nothing written yet: {ev:?}");
+        sys::syscall!(write(wr, b"ab".as_ptr().cast(), 2)).unwrap();
+        // Data left unread must be reported again on every poll (level-triggered).
+        for _ in 0..3 {
+            ev.clear();
+            r.poll(Some(Duration::from_secs(1)), &mut ev).unwrap();
+            assert_eq!(ev.len(), 1, "{ev:?}");
+            assert!(ev[0].readable && ev[0].fd == rd);
+        }
+        let mut buf = [0u8; 2];
+        sys::syscall!(read(rd, buf.as_mut_ptr().cast(), 2)).unwrap();
+        ev.clear();
+        r.poll(Some(Duration::from_millis(20)), &mut ev).unwrap();
+        assert!(ev.is_empty(), "drained: {ev:?}");
+        // Forgetting the fd stops reports even when it is readable again.
+        r.set_interest(rd, false, false).unwrap();
+        sys::syscall!(write(wr, b"c".as_ptr().cast(), 1)).unwrap();
+        ev.clear();
+        r.poll(Some(Duration::from_millis(20)), &mut ev).unwrap();
+        assert!(ev.is_empty(), "forgotten: {ev:?}");
+        // A writer on a pipe with room fires at once.
+        r.set_interest(wr, false, true).unwrap();
+        ev.clear();
+        r.poll(Some(Duration::from_secs(1)), &mut ev).unwrap();
+        assert!(ev.len() == 1 && ev[0].writable && ev[0].fd == wr, "{ev:?}");
+        assert_eq!(r.len(), 1);
+        sys::syscall!(close(rd)).unwrap();
+        sys::syscall!(close(wr)).unwrap();
+    }
+
+    fn wakes_from_another_thread(choice: Choice) {
+        let (mut r, _) = Reactor::new(choice).unwrap();
+        let w = r.waker().clone();
+        let t = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(30));
+            w.wake();
+        });
+        let start = std::time::Instant::now();
+        let mut ev = Vec::new();
+        r.poll(Some(Duration::from_secs(10)), &mut ev).unwrap();
+        assert!(start.elapsed() < Duration::from_secs(5));
+        assert!(ev.is_empty(), "the waker is not a user event: {ev:?}");
+        t.join().unwrap();
+        // The wake-up was consumed: the next wait times out normally and not early.
+        let start = std::time::Instant::now();
+        r.poll(Some(Duration::from_millis(30)), &mut ev).unwrap();
+        assert!(start.elapsed() >= Duration::from_millis(29), "{:?}", start.elapsed());
+    }
+
+    fn bad_fds(choice: Choice) {
+        let (mut r, _) = Reactor::new(choice).unwrap();
+        let e = r.set_interest(987_654, true, false).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EBADF));
+        let f = std::fs::File::open("/proc/self/status").unwrap();
+        use std::os::fd::AsRawFd;
+        let e = r.set_interest(f.as_raw_fd(), true, false).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EPERM));
+        assert_eq!(r.len(), 0);
+    }
+
+    #[test]
+    fn epoll_is_level_triggered() {
+        level_triggered(Choice::Epoll);
+    }
+    #[test]
+    fn uring_is_level_triggered() {
+        if io_uring_available().0 {
+            level_triggered(Choice::IoUring);
+        }
+    }
+    #[test]
+    fn epoll_wakes() {
+        wakes_from_another_thread(Choice::Epoll);
+    }
+    #[test]
+    fn uring_wakes() {
+        if io_uring_available().0 {
+            wakes_from_another_thread(Choice::IoUring);
+        }
+    }
+    #[test]
+    fn epoll_bad_fds() {
+        bad_fds(Choice::Epoll);
+    }
+    #[test]
+    fn uring_bad_fds() {
+        if io_uring_available().0 {
+            bad_fds(Choice::IoUring);
+        }
+    }
+}
