@@ -1,0 +1,187 @@
+"""The report: `Block`, one slice of loop-thread time that went over a threshold.
+
+A Block says how long the loop was blocked, what ran (task name and coroutine, or the plain
+callback), the line that blocked (from the watchdog's stack samples), where the time went (a
+histogram of sampled lines), which audited I/O happened, and any context the application
+attached (e.g. a tracing span id). ``str(block)`` is the human report; ``to_dict``/``to_json``
+the machine one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .audit import IoEvent
+from .stacks import FrameTuple, format_location
+
+
+@dataclass
+class Block:
+    duration: float  # seconds the loop thread spent in the slice (within the watching scope)
+    threshold: float  # seconds
+    start: float  # wall-clock time.time() at which the slice started
+    kind: str  # "sleep", "file", "socket", "dns", "db", "subprocess", ... "cpu", "wait", "unknown"
+    task_name: str | None = None
+    coroutine: str | None = None
+    callback: str | None = None
+    stack: list[traceback.FrameSummary] = field(default_factory=list)
+    line: traceback.FrameSummary | None = None  # the line that blocked (innermost user frame)
+    samples: list[tuple[str, int]] = field(default_factory=list)  # (location, count), most first
+    sample_count: int = 0
+    io_events: list[IoEvent] = field(default_factory=list)
+    context: dict[str, Any] = field(default_factory=dict)
+    backend: str = ""
+    cpu_fraction: float | None = None  # loop-thread CPU time / wall time while armed
+    next_await: traceback.FrameSummary | None = None  # where the task suspended afterwards
+    strict: bool = False  # reported because of an I/O event, not (only) because of duration
+    in_progress: bool = False  # still running when its scope ended (duration so far)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "duration": self.duration,
+            "threshold": self.threshold,
+            "start": self.start,
+            "kind": self.kind,
+            "task_name": self.task_name,
+            "coroutine": self.coroutine,
+            "callback": self.callback,
+            "line": _fs_dict(self.line) if self.line else None,
+            "stack": [_fs_dict(fs) for fs in self.stack],
+            "samples": [{"location": loc, "count": n} for loc, n in self.samples],
+            "sample_count": self.sample_count,
+            "io_events": [ev.to_dict() for ev in self.io_events],
+            "context": {k: _jsonable(v) for k, v in self.context.items()},
+            "backend": self.backend,
+            "cpu_fraction": self.cpu_fraction,
+            "next_await": _fs_dict(self.next_await) if self.next_await else None,
+            "strict": self.strict,
+            "in_progress": self.in_progress,
+        }
+
+    def to_json(self, **kwargs: Any) -> str:
+        return json.dumps(self.to_dict(), **kwargs)
+
+    def __str__(self) -> str:
+        ms = self.duration * 1000
+        head = (
+            f"event loop blocked for {ms:.1f} ms (threshold {self.threshold * 1000:.1f} ms), "
+            f"kind: {self.kind}"
+        )
+        if self.strict and self.duration < self.threshold:
+            head = f"blocking call on the event loop ({ms:.1f} ms, strict mode), kind: {self.kind}"
+        lines = [head]
+        if self.task_name is not None:
+            lines.append(f"  task: {self.task_name} running {self.coroutine}")
+        elif self.callback is not None:
+            lines.append(f"  callback: {self.callback}")
+        if self.line is not None:
+            lines.append(f"  at {_fs_location(self.line)}")
+            if self.line.line:
+                lines.append(f"      {self.line.line.strip()}")
+        elif self.next_await is not None:
+            lines.append(
+                "  no stack sample (a C call held the GIL for the whole block); the blocking"
+                f" code ran before the task's next await at {_fs_location(self.next_await)}"
+            )
+            if self.next_await.line:
+                lines.append(f"      {self.next_await.line.strip()}")
+        for ev in self.io_events[:10]:
+            at = f" at {format_location(ev.where)}" if ev.where else ""
+            lines.append(f"  I/O: {ev.event}({ev.detail}) [{ev.kind}]{at}")
+        if len(self.io_events) > 10:
+            lines.append(f"  I/O: ... {len(self.io_events) - 10} more")
+        if self.samples:
+            lines.append(f"  where the time went ({self.sample_count} samples):")
+            for loc, n in self.samples[:5]:
+                lines.append(f"    {n * 100 / self.sample_count:5.1f}%  {loc}")
+        if self.context:
+            lines.append("  context: " + ", ".join(f"{k}={v!r}" for k, v in self.context.items()))
+        if self.stack:
+            lines.append("  stack (innermost last):")
+            for text in traceback.format_list(self.stack):
+                lines.extend("    " + t for t in text.rstrip("\n").split("\n"))
+        return "\n".join(lines)
+
+
+def _fs_dict(fs: traceback.FrameSummary) -> dict[str, Any]:
+    return {"filename": fs.filename, "lineno": fs.lineno, "name": fs.name, "line": fs.line}
+
+
+def _fs_location(fs: traceback.FrameSummary) -> str:
+    return format_location((fs.filename, fs.lineno or 0, fs.name))
+
+
+def _jsonable(v: Any) -> Any:
+    if v is None or isinstance(v, (str, int, float, bool)):
+        return v
+    return repr(v)
+
+
+def task_of(callback: Any) -> asyncio.Future | None:
+    """The task a handle's callback steps, if it is a task step or wakeup.
+
+    C tasks schedule ``TaskStepMethWrapper`` objects and bound ``task_wakeup`` methods; Python
+    tasks schedule bound ``__step``/``__wakeup`` methods. All expose the task as ``__self__``.
+    """
+    owner = getattr(callback, "__self__", None)
+    if isinstance(owner, asyncio.Task):
+        return owner
+    return None
+
+
+def coroutine_name(task: asyncio.Task) -> str:
+    coro = task.get_coro()
+    name = getattr(coro, "__qualname__", None) or type(coro).__name__
+    code = getattr(coro, "cr_code", None) or getattr(coro, "gi_code", None)
+    if code is not None:
+        return f"{name}() defined at {format_location((code.co_filename, code.co_firstlineno, name))}"
+    return f"{name}()"
+
+
+def suspension_point(task: asyncio.Task) -> FrameTuple | None:
+    """Where a task's coroutine chain is suspended now (innermost coroutine frame)."""
+    coro = task.get_coro()
+    found = None
+    for _ in range(64):
+        frame = getattr(coro, "cr_frame", None) or getattr(coro, "gi_frame", None)
+        if frame is None:
+            break
+        found = (frame.f_code.co_filename, frame.f_lineno or 0, frame.f_code.co_name)
+        coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
+        if coro is None:
+            break
+    return found
+
+
+def describe_callback(callback: Any, args: tuple = ()) -> str:
+    """A short, stable description of a plain callback: its qualname and where it is defined."""
+    while isinstance(callback, functools.partial):
+        args = tuple(callback.args) + tuple(args)
+        callback = callback.func
+    func = getattr(callback, "__func__", callback)
+    name = getattr(func, "__qualname__", None) or repr(callback)
+    code = getattr(func, "__code__", None)
+    where = ""
+    if code is not None:
+        where = f" at {format_location((code.co_filename, code.co_firstlineno, name))}"
+    arg_text = ", ".join(_short_repr(a) for a in args[:3])
+    if len(args) > 3:
+        arg_text += ", ..."
+    return f"{name}({arg_text}){where}"
+
+
+def _short_repr(a: Any) -> str:
+    try:
+        r = repr(a)
+    except Exception:
+        r = f"<{type(a).__name__}>"
+    return r if len(r) <= 40 else r[:37] + "..."
+
+
+OnBlock = Callable[[Block], Any]

@@ -1,0 +1,132 @@
+"""Per-loop slice state: what the dispatcher writes and the watchdog reads.
+
+A *slice* is one callback run by the loop: a task step, a plain ``call_soon`` callback, a timer,
+an I/O or protocol callback. The dispatcher (asyncio's ``Handle._run`` wrapped by the watch, or
+ringloop's native dispatcher) bumps ``seq`` and sets ``start_ns`` when a slice starts and sets
+``start_ns`` back to 0 when it ends. The watchdog thread only reads those two numbers, so the
+hot path needs no lock: a sample is kept only if ``seq`` is unchanged and ``start_ns`` still
+non-zero *after* the stack was captured, which proves the capture happened inside that slice.
+
+The samples themselves are handed over under ``lock``: the watchdog appends, the loop thread
+takes them at the end of a slow slice (rare).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from .stacks import Sample
+
+# Slice-duration histogram bucket bounds (seconds); the hot path only counts slices longer
+# than the first bound, everything else is derived from the total count (see metrics.py).
+BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+_BUCKETS_NS = tuple(int(b * 1e9) for b in BUCKETS)
+HIST_FLOOR_NS = _BUCKETS_NS[0]
+
+
+class SliceState:
+    __slots__ = (
+        "seq",
+        "start_ns",
+        "handle",
+        "thread_id",
+        "slow_ns",
+        "arm_ns",
+        "idle_ns",
+        "io_events",
+        "count",
+        "total_ns",
+        "hist",
+        "max_ns",
+        "on_slow",
+        "monitor",
+        # watchdog side
+        "lock",
+        "sample_seq",
+        "samples",
+        "sample_interval_ns",
+        "next_sample_ns",
+        "arm_wall_ns",
+        "cpu_at_arm_ns",
+        "cpu_clock",
+        "sampled_task",
+    )
+
+    def __init__(self, monitor: Any, thread_id: int) -> None:
+        self.monitor = monitor
+        self.thread_id = thread_id
+        self.seq = 0
+        self.start_ns = 0
+        self.handle = None
+        self.slow_ns = 1 << 62  # report slices at least this long (min consumer threshold)
+        self.arm_ns = 1 << 62  # the watchdog starts sampling a slice this old
+        self.idle_ns = 0  # heartbeat backend: expected time between beats, not a block
+        self.io_events: list = []
+        self.count = 0
+        self.total_ns = 0
+        self.hist = [0] * len(_BUCKETS_NS)  # slices longer than each bound
+        self.max_ns = 0
+        self.on_slow = None
+        self.lock = threading.Lock()
+        self.sample_seq = -1
+        self.samples: list[tuple[Sample, Any]] = []
+        self.sample_interval_ns = 1_000_000
+        self.next_sample_ns = 0
+        self.arm_wall_ns = 0
+        self.cpu_at_arm_ns = None
+        self.cpu_clock = None
+        self.sampled_task = None
+
+    def in_slice(self) -> bool:
+        return self.start_ns != 0
+
+    def record_long(self, duration_ns: int) -> None:
+        """Histogram update for a slice longer than HIST_FLOOR_NS (called off the fast path)."""
+        hist = self.hist
+        for i, bound in enumerate(_BUCKETS_NS):
+            if duration_ns > bound:
+                hist[i] += 1
+            else:
+                break
+        if duration_ns > self.max_ns:
+            self.max_ns = duration_ns
+
+    def take_samples(self, seq: int) -> tuple[list[tuple[Sample, Any]], int, int | None]:
+        """Samples captured during slice ``seq`` (and the CPU clock at arming), then reset."""
+        with self.lock:
+            if self.sample_seq != seq:
+                return [], 0, None
+            samples, self.samples = self.samples, []
+            self.sample_seq = -1
+            return samples, self.arm_wall_ns, self.cpu_at_arm_ns
+
+
+class NativeSliceState(SliceState):
+    """Slice state kept by ringloop's native dispatcher: ``seq``/``start_ns`` read the loop.
+
+    Contract: ``loop._slice_seq`` increments at each slice start; ``loop._slice_start_ns`` is the
+    CLOCK_MONOTONIC start of the running slice, 0 between slices.
+    """
+
+    __slots__ = ("loop",)
+
+    def __init__(self, monitor: Any, thread_id: int, loop: Any) -> None:
+        super().__init__(monitor, thread_id)
+        self.loop = loop
+
+    @property  # type: ignore[override]
+    def seq(self) -> int:
+        return self.loop._slice_seq
+
+    @seq.setter
+    def seq(self, value: int) -> None:
+        pass  # owned by the native dispatcher
+
+    @property  # type: ignore[override]
+    def start_ns(self) -> int:
+        return self.loop._slice_start_ns
+
+    @start_ns.setter
+    def start_ns(self, value: int) -> None:
+        pass

@@ -1,0 +1,161 @@
+"""The watchdog thread: samples a loop thread's Python stack *while* a slice is blocking it.
+
+One daemon thread serves every watched loop in the process. It polls each loop's `SliceState`:
+once a slice is older than ``arm_ns`` (a fraction of the threshold) it records the loop
+thread's CPU clock and takes a stack sample every ``sample_interval_ns`` until the slice ends.
+Several samples show where the time went; samples are kept only when the slice they were
+taken in is provably still the same one afterwards (see slices.py).
+
+Sampling needs the GIL. A loop thread sleeping, waiting on a lock, a socket, a pipe or sqlite
+has released it, so samples arrive on time. A pure-Python CPU loop gives the GIL up every
+``sys.getswitchinterval()`` (5 ms), so samples arrive at most that often. A single C call that
+holds the GIL (``sum(range(10**8))``) cannot be sampled at all from Python; the report then
+falls back to where the task suspended next, and ringloop's native watchdog can do better.
+
+The sampler is a `StackSampler`, so the native side can replace how stacks are taken.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import time
+from typing import Any
+
+from .slices import SliceState
+from .stacks import PythonStackSampler, StackSampler
+
+_MAX_SAMPLES_BEFORE_BACKOFF = 64
+_IDLE_POLL_NS = 50_000_000  # when nothing is armed, never sleep longer than this
+
+
+def _cpu_clock(thread_id: int) -> int | None:
+    try:
+        return time.pthread_getcpuclockid(thread_id)
+    except (AttributeError, OSError):
+        return None
+
+
+def _read_cpu(clock: int | None) -> int | None:
+    if clock is None:
+        return None
+    try:
+        return time.clock_gettime_ns(clock)
+    except OSError:  # the thread exited
+        return None
+
+
+class Watchdog:
+    def __init__(self, sampler: StackSampler | None = None) -> None:
+        self.sampler: StackSampler = sampler or PythonStackSampler()
+        self._states: list[SliceState] = []
+        self._wake = threading.Event()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._pid = os.getpid()
+
+    def add(self, state: SliceState) -> None:
+        with self._lock:
+            state.cpu_clock = _cpu_clock(state.thread_id)
+            self._states = [*self._states, state]
+            self._ensure_thread()
+        self._wake.set()  # re-plan the sleep with the new state's arming time
+
+    def remove(self, state: SliceState) -> None:
+        with self._lock:
+            self._states = [s for s in self._states if s is not state]
+
+    def _ensure_thread(self) -> None:
+        # A forked child inherits no threads: start a fresh watchdog there.
+        if self._thread is None or not self._thread.is_alive() or self._pid != os.getpid():
+            self._pid = os.getpid()
+            self._thread = threading.Thread(
+                target=self._run, name="ringloop-watchdog", daemon=True
+            )
+            self._thread.start()
+
+    @property
+    def thread(self) -> threading.Thread | None:
+        return self._thread
+
+    def _run(self) -> None:
+        mono = time.monotonic_ns
+        while True:
+            states = self._states
+            now = mono()
+            wake_at = now + _IDLE_POLL_NS
+            for st in states:
+                wake_at = min(wake_at, self._visit(st, now))
+            timeout = max(wake_at - mono(), 200_000) / 1e9
+            if self._wake.wait(timeout):
+                self._wake.clear()
+
+    def _visit(self, st: SliceState, now: int) -> int:
+        """Look at one loop; sample it if armed. Returns when it wants to be visited again."""
+        start = st.start_ns
+        if start == 0:
+            # Between slices: a slice starting now needs arm_ns to become interesting.
+            return now + st.arm_ns
+        seq = st.seq
+        age = now - start
+        if age < st.arm_ns:
+            return start + st.arm_ns
+        if st.sample_seq != seq:
+            self._arm(st, seq, now)
+        if now >= st.next_sample_ns:
+            self._sample(st, seq)
+            n = len(st.samples)
+            interval = st.sample_interval_ns
+            if n > _MAX_SAMPLES_BEFORE_BACKOFF:  # long blocks: bounded memory, fewer samples
+                interval *= 1 << min(8, n // _MAX_SAMPLES_BEFORE_BACKOFF)
+            st.next_sample_ns = now + interval
+        return st.next_sample_ns
+
+    def _arm(self, st: SliceState, seq: int, now: int) -> None:
+        with st.lock:
+            st.sample_seq = seq
+            st.samples = []
+            st.arm_wall_ns = now
+            st.cpu_at_arm_ns = _read_cpu(st.cpu_clock)
+            st.next_sample_ns = now
+
+    def _sample(self, st: SliceState, seq: int) -> None:
+        try:
+            sample = self.sampler.sample(st.thread_id)
+        except Exception:  # a sampler must never kill the watchdog
+            return
+        if not sample:
+            return  # loop thread is outside Python code (e.g. uvloop polling): nothing to blame
+        task = None
+        loop = st.monitor.loop if st.monitor is not None else None
+        if st.handle is None and loop is not None:
+            # No handle known (heartbeat, native, or the slice running when watching began):
+            # remember which task was running.
+            task = _current_task(loop)
+        with st.lock:
+            # Valid only if the slice we armed for is still the one running after the capture.
+            if st.seq == seq and st.start_ns != 0 and st.sample_seq == seq:
+                st.samples.append((sample, task))
+
+
+def _current_task(loop: Any) -> Any:
+    try:
+        return asyncio.current_task(loop)
+    except Exception:
+        return None
+
+
+_watchdog: Watchdog | None = None
+
+
+def get_watchdog() -> Watchdog:
+    global _watchdog
+    if _watchdog is None:
+        _watchdog = Watchdog()
+    return _watchdog
+
+
+def set_sampler(sampler: StackSampler) -> None:
+    """Replace how the watchdog captures stacks (the native loop's seam)."""
+    get_watchdog().sampler = sampler
