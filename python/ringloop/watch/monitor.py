@@ -1,0 +1,389 @@
+"""One `LoopMonitor` per watched loop: consumers, the backend, and turning slices into Blocks.
+
+A *consumer* is whoever wants blocks: a `no_blocking` scope, the production watch started by
+`start()`, the pytest plugin. Consumers have their own threshold, strict flag, sample rate and
+context providers; the monitor runs the backend at the lowest threshold among them and hands
+each consumer the blocks that concern it. Time before a consumer was attached never counts
+against it: a slice that started before a scope was entered is measured from the entry.
+
+Everything here runs on the loop thread, after a slice has ended (``slice_ended``) or when a
+scope exits in the middle of one (``in_progress``), never inside the slice being measured, so
+building a report (which reads source files) is not itself reported.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from . import audit
+from .audit import IoEvent, classify
+from .block import (
+    Block,
+    coroutine_name,
+    describe_callback,
+    suspension_point,
+    task_of,
+)
+from .slices import HIST_FLOOR_NS
+from .stacks import blamed_frame, format_location, summaries
+from .watchdog import get_watchdog
+
+logger = logging.getLogger("ringloop.watch")
+
+_MIN_ARM_NS = 500_000
+_MAX_IO_EVENTS = 256  # per slice; a slice that opens thousands of files needs no more proof
+
+
+class Consumer:
+    """A subscriber to blocks on one or more loops."""
+
+    def __init__(
+        self,
+        threshold: float,
+        deliver: Callable[[Block], Any],
+        *,
+        strict: bool = False,
+        sample_rate: float = 1.0,
+        context_providers: Sequence[Callable[[], dict[str, Any]]] = (),
+    ) -> None:
+        if threshold <= 0:
+            raise ValueError("threshold must be > 0 seconds")
+        if not 0.0 <= sample_rate <= 1.0:
+            raise ValueError("sample_rate must be within [0, 1]")
+        self.threshold = threshold
+        self.threshold_ns = int(threshold * 1e9)
+        self.deliver = deliver
+        self.strict = strict
+        self.sample_rate = sample_rate
+        self._rate_cut = int(sample_rate * (1 << 32))
+        self.context_providers = list(context_providers)
+        self.enter_ns = time.monotonic_ns()
+        self.monitors: list[LoopMonitor] = []
+
+    def samples(self, owner: Any) -> bool:
+        """Whether blocks of this task (or callback) are reported, a fixed choice per task."""
+        if self._rate_cut >= 1 << 32:
+            return True
+        # Identity hash scrambled (Knuth's multiplicative hash) so neighbouring ids spread out.
+        return (hash(owner) * 2654435761) & 0xFFFFFFFF < self._rate_cut
+
+
+class LoopMonitor:
+    def __init__(self, loop: Any, thread_id: int) -> None:
+        from .backends import select_backend
+
+        self.loop = loop
+        self.thread_id = thread_id
+        self.consumers: list[Consumer] = []
+        self.backend = select_backend(loop, self)
+        self.state = self.backend.state
+        self.state.on_slow = self.slice_ended
+        self.blocks_seen = 0
+
+    # -- consumers -----------------------------------------------------------------------
+    def add(self, consumer: Consumer) -> None:
+        first = not self.consumers
+        self.consumers.append(consumer)
+        consumer.monitors.append(self)
+        self._retune()
+        if first:
+            self.backend.start()
+            get_watchdog().add(self.state)
+            audit_source.install(_audit_sink, _is_watched)
+
+    def remove(self, consumer: Consumer) -> None:
+        if consumer in self.consumers:
+            self.consumers.remove(consumer)
+        if self in consumer.monitors:
+            consumer.monitors.remove(self)
+        if self.consumers:
+            self._retune()
+            return
+        self.backend.stop()
+        get_watchdog().remove(self.state)
+        if _monitors.get(self.loop) is self:
+            del _monitors[self.loop]
+        _retired.append(self.state)
+
+    def _retune(self) -> None:
+        thr = min(c.threshold_ns for c in self.consumers)
+        st = self.state
+        st.slow_ns = min(thr, HIST_FLOOR_NS)
+        st.arm_ns = st.idle_ns + max(thr // 4, _MIN_ARM_NS)
+        st.sample_interval_ns = min(max(thr // 8, _MIN_ARM_NS), 50_000_000)
+        self.backend.retune(thr)
+
+    # -- slices --------------------------------------------------------------------------
+    def slice_ended(self, handle: Any, start_ns: int, end_ns: int, task: Any = None) -> None:
+        """Called on the loop thread right after a slice that was long or did audited I/O."""
+        try:
+            self._slice_ended(handle, start_ns, end_ns, task)
+        except Exception:  # never let reporting break the loop
+            logger.exception("ringloop.watch: failed to report a slow slice")
+
+    def _slice_ended(self, handle: Any, start_ns: int, end_ns: int, task: Any) -> None:
+        st = self.state
+        io = st.io_events
+        if io:
+            st.io_events = []
+        duration = end_ns - start_ns
+        if duration > HIST_FLOOR_NS:
+            st.record_long(duration)
+        samples, arm_wall, cpu0 = st.take_samples(st.seq)
+        self._dispatch(handle, start_ns, end_ns, task, io, samples, arm_wall, cpu0, False)
+
+    def in_progress(self, consumer: Consumer, now_ns: int) -> None:
+        """A scope ends inside a running slice: judge the part of the slice seen so far."""
+        st = self.state
+        start = st.start_ns
+        if start == 0:
+            return
+        start += st.idle_ns  # heartbeat: the loop was only late once a beat was overdue
+        handle = st.handle
+        with st.lock:
+            samples = list(st.samples) if st.sample_seq == st.seq else []
+            arm_wall, cpu0 = st.arm_wall_ns, st.cpu_at_arm_ns
+        task = None
+        if handle is None:
+            task = _current_task(self.loop)
+        self._dispatch(
+            handle, start, now_ns, task, list(st.io_events), samples, arm_wall, cpu0, True, consumer
+        )
+
+    def _dispatch(
+        self,
+        handle: Any,
+        start_ns: int,
+        end_ns: int,
+        task: Any,
+        io: list[IoEvent],
+        samples: list,
+        arm_wall: int,
+        cpu0: int | None,
+        in_progress: bool,
+        only: Consumer | None = None,
+    ) -> None:
+        consumers = [only] if only is not None else list(self.consumers)
+        base: Block | None = None
+        notified: Block | None = None
+        callback = getattr(handle, "_callback", None)
+        if task is None and callback is not None:
+            task = task_of(callback)
+        if task is None and samples:
+            tasks = Counter(t for _, t in samples if t is not None)
+            if tasks:
+                task = tasks.most_common(1)[0][0]
+        for c in consumers:
+            lo = max(start_ns, c.enter_ns)
+            dur = end_ns - lo
+            c_io = [e for e in io if e.time_ns >= c.enter_ns] if io else []
+            slow = dur >= c.threshold_ns
+            if not (slow or (c.strict and c_io)):
+                continue
+            if not c.samples(task if task is not None else callback):
+                continue
+            if base is None:
+                base = self._build(handle, task, start_ns, end_ns, io, samples, arm_wall, cpu0)
+                base.in_progress = in_progress
+            block = _for_consumer(base, c, dur, lo, c_io, slow, handle)
+            if not self.blocks_seen or notified is not base:
+                # Metrics and tracing hear about each slice once, however many consumers.
+                notified = base
+                for hook in _block_listeners:
+                    _safe(hook, block)
+            self.blocks_seen += 1
+            _safe(c.deliver, block)
+
+    def _build(self, handle, task, start_ns, end_ns, io, samples, arm_wall, cpu0) -> Block:
+        b = Block(
+            duration=(end_ns - start_ns) / 1e9,
+            threshold=0.0,
+            start=time.time() - (time.monotonic_ns() - start_ns) / 1e9,
+            kind="unknown",
+            backend=self.backend.name,
+        )
+        if task is not None:
+            b.task_name = task.get_name()
+            b.coroutine = coroutine_name(task)
+        elif handle is not None:
+            b.callback = describe_callback(handle._callback, getattr(handle, "_args", None) or ())
+        b.io_events = list(io)
+        if samples:
+            locs = Counter()
+            last_for: dict = {}
+            for sample, _ in samples:
+                ft = blamed_frame(sample)
+                locs[ft] += 1
+                last_for[ft] = sample
+            top, _ = locs.most_common(1)[0]
+            b.samples = [(format_location(ft), n) for ft, n in locs.most_common()]
+            b.sample_count = len(samples)
+            b.stack = summaries(last_for[top])
+            for fs in reversed(b.stack):
+                if (fs.filename, fs.lineno, fs.name) == top:
+                    b.line = fs
+                    break
+        elif io and io[0].where is not None:
+            b.line = summaries([io[0].where])[0]
+        if b.line is None and task is not None and not task.done():
+            sp = suspension_point(task)
+            if sp is not None:
+                b.next_await = summaries([sp])[0]
+        if cpu0 is not None and threading.get_ident() == self.thread_id:
+            wall = end_ns - arm_wall
+            if wall > 0:
+                b.cpu_fraction = max(0.0, min(1.0, (time.thread_time_ns() - cpu0) / wall))
+        b.kind = _kind(b, samples, end_ns - start_ns, self.state.arm_ns)
+        return b
+
+
+def _kind(b: Block, samples: list, duration_ns: int, arm_ns: int) -> str:
+    if b.io_events:
+        io_kind = Counter(e.kind for e in b.io_events).most_common(1)[0][0]
+        if b.cpu_fraction is None or b.line is None:
+            return io_kind
+        # I/O happened, but did the time go there? Only if the blamed line made an I/O call.
+        lines = {(e.where[0], e.where[1]) for e in b.io_events if e.where}
+        if (b.line.filename, b.line.lineno) in lines:
+            return io_kind
+    if b.cpu_fraction is not None:
+        # Off-CPU means the thread waited: a sleep, a lock, a socket, a pipe, a disk.
+        return "cpu" if b.cpu_fraction >= 0.5 else "wait"
+    if not samples and duration_ns > 3 * arm_ns + 5_000_000:
+        return "gil"  # the watchdog never got the GIL: one C call held it throughout
+    return "unknown"
+
+
+def _for_consumer(base: Block, c: Consumer, dur: int, lo: int, io, slow: bool, handle) -> Block:
+    import dataclasses
+
+    block = dataclasses.replace(
+        base,
+        duration=dur / 1e9,
+        threshold=c.threshold,
+        io_events=list(io) if not slow else base.io_events,
+        strict=not slow,
+        context=dict(base.context),
+    )
+    if c.context_providers:
+        ctx = getattr(handle, "_context", None)
+        for provider in c.context_providers:
+            try:
+                values = ctx.run(provider) if ctx is not None else provider()
+                block.context.update(values or {})
+            except Exception as exc:
+                block.context[getattr(provider, "__name__", "provider")] = f"<error: {exc!r}>"
+    return block
+
+
+def _safe(fn: Callable[[Block], Any], block: Block) -> None:
+    try:
+        fn(block)
+    except Exception:
+        logger.exception("ringloop.watch: block callback %r failed", fn)
+
+
+def _current_task(loop: Any) -> Any:
+    import asyncio
+
+    try:
+        return asyncio.current_task(loop)
+    except Exception:
+        return None
+
+
+# -- registry ------------------------------------------------------------------------------
+_monitors: dict[Any, LoopMonitor] = {}
+_thread_consumers: dict[int, list[Consumer]] = {}
+_global_consumers: list[Consumer] = []
+_block_listeners: list[Callable[[Block], Any]] = []  # metrics, OpenTelemetry
+_retired: list = []  # states of detached monitors, folded into metrics on the next scrape
+audit_source: audit.AuditSource = audit.PyAuditHookSource()
+
+
+def _is_watched(loop: Any) -> bool:
+    return loop in _monitors
+
+
+def _audit_sink(loop: Any, event: str, args: tuple, frame) -> None:
+    mon = _monitors.get(loop)
+    if mon is None:
+        return
+    st = mon.state
+    if st.start_ns == 0 or len(st.io_events) >= _MAX_IO_EVENTS:
+        return
+    res = classify(event, args, frame)
+    if res is None:
+        return
+    kind, where = res
+    st.io_events.append(IoEvent(kind, event, audit._detail(event, args), where, time.monotonic_ns()))
+    if len(st.io_events) == 1:
+        mon.backend.io_noted()
+
+
+def monitor_for(loop: Any) -> LoopMonitor:
+    mon = _monitors.get(loop)
+    if mon is None:
+        tid = getattr(loop, "_thread_id", None) or threading.get_ident()
+        mon = _monitors[loop] = LoopMonitor(loop, tid)
+    return mon
+
+
+def attach(loop: Any, consumer: Consumer) -> None:
+    monitor_for(loop).add(consumer)
+
+
+def attach_thread(consumer: Consumer, thread_id: int | None) -> None:
+    """Watch loops that start later: on this thread (a scope), or on any thread (None)."""
+    if thread_id is None:
+        _global_consumers.append(consumer)
+    else:
+        _thread_consumers.setdefault(thread_id, []).append(consumer)
+    from .backends import asyncio_handles
+
+    asyncio_handles.set_auto(_auto_attach)
+
+
+def detach(consumer: Consumer) -> None:
+    for mon in list(consumer.monitors):
+        mon.remove(consumer)
+    if consumer in _global_consumers:
+        _global_consumers.remove(consumer)
+    for tid, cs in list(_thread_consumers.items()):
+        if consumer in cs:
+            cs.remove(consumer)
+        if not cs:
+            del _thread_consumers[tid]
+    if not _global_consumers and not _thread_consumers:
+        from .backends import asyncio_handles
+
+        asyncio_handles.set_auto(None)
+
+
+def _auto_attach(loop: Any) -> Any:
+    """Called by the asyncio dispatcher for a loop nobody watches yet."""
+    if loop in _monitors or (loop is not None and loop.is_closed()):
+        return None
+    consumers = _global_consumers + _thread_consumers.get(threading.get_ident(), [])
+    if not consumers:
+        return None
+    for old, mon in list(_monitors.items()):  # forget loops closed since
+        if old.is_closed():
+            for c in list(mon.consumers):
+                mon.remove(c)
+    mon = monitor_for(loop)
+    for c in consumers:
+        mon.add(c)
+    from .backends.asyncio_handles import AsyncioBackend
+
+    return mon.state if isinstance(mon.backend, AsyncioBackend) else None
+
+
+def forced_backend() -> str | None:
+    return os.environ.get("RINGLOOP_WATCH_BACKEND") or None
