@@ -181,7 +181,7 @@ class LoopMonitor:
                 task = tasks.most_common(1)[0][0]
         for c in consumers:
             lo = max(start_ns, c.enter_ns)
-            dur = end_ns - lo
+            dur = max(0, end_ns - lo)
             c_io = [e for e in io if e.time_ns >= c.enter_ns] if io else []
             slow = dur >= c.threshold_ns
             if not (slow or (c.strict and c_io)):

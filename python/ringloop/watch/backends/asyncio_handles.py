@@ -61,7 +61,8 @@ add_boundary_code(_watched_run.__code__)
 
 
 def _close_initial(st: SliceState, start: int, end: int) -> None:
-    st.seq += 1  # samples taken from here on belong to the new slice, not the initial one
+    # The caller already advanced seq for its own slice: step back so the samples taken
+    # during the initial slice are matched to it, then forward again.
     if end - start >= st.slow_ns or st.io_events:
         st.seq -= 1
         st.start_ns = 0
