@@ -18,5 +18,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<loop_::handle::Handle>()?;
     m.add_class::<loop_::handle::TimerHandle>()?;
     m.add_function(wrap_pyfunction!(io_uring_available, m)?)?;
+    loop_::fastcall::install(m.py())?;
     Ok(())
 }

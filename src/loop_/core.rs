@@ -27,7 +27,7 @@ use pyo3::types::{PyInt, PyTuple};
 use pyo3::{PyTraverseError, PyVisit};
 
 use super::gil_cell::GilCell;
-use super::handle::{run_handle, Handle, TimerHandle, TimerInfo};
+use super::handle::{AnyHandle, Handle, HandleCore, TimerHandle, TimerInfo};
 use super::timers::TimerHeap;
 use crate::errors::os_error;
 use crate::reactor::sys::monotonic_ns;
@@ -44,8 +44,8 @@ struct FdCallbacks {
 
 #[derive(Default)]
 struct State {
-    ready: VecDeque<Py<Handle>>,
-    timers: TimerHeap<Py<Handle>>,
+    ready: VecDeque<AnyHandle>,
+    timers: TimerHeap<Py<TimerHandle>>,
     fds: HashMap<RawFd, FdCallbacks>,
 }
 
@@ -121,6 +121,25 @@ fn fileobj_to_fd(obj: &Bound<'_, PyAny>) -> PyResult<RawFd> {
 }
 
 impl LoopCore {
+    /// `call_soon`; the Python-visible entry point is the raw fastcall wrapper in `fastcall.rs`.
+    pub(crate) fn call_soon_impl(
+        slf: &Bound<'_, Self>,
+        callback: &Bound<'_, PyAny>,
+        args: &Bound<'_, PyTuple>,
+        context: Option<Bound<'_, PyAny>>,
+    ) -> PyResult<Py<Handle>> {
+        let this = slf.get();
+        this.check_open()?;
+        if this.debug.load(Ordering::Relaxed) {
+            slf.call_method0("_check_thread")?;
+        }
+        Self::check_callback(slf, callback, "call_soon")?;
+        let h = Self::new_handle(slf, callback, args, context)?;
+        let py = slf.py();
+        this.st.borrow_mut(py)?.ready.push_back(AnyHandle::Plain(h.clone_ref(py)));
+        Ok(h)
+    }
+
     pub(crate) fn timer_cancelled(&self, py: Python<'_>) -> PyResult<()> {
         self.st.borrow_mut(py)?.timers.note_cancelled();
         Ok(())
@@ -155,10 +174,8 @@ impl LoopCore {
         context: Option<Bound<'_, PyAny>>,
     ) -> PyResult<Py<Handle>> {
         let context = context.filter(|c| !c.is_none()).map(Bound::unbind);
-        Py::new(
-            slf.py(),
-            Handle::new(callback.clone().unbind(), args.clone().unbind(), context, slf.clone().into_any().unbind(), None),
-        )
+        let core = HandleCore::new(callback.clone().unbind(), args.clone().unbind(), context, slf.clone().into_any().unbind(), None);
+        Py::new(slf.py(), Handle { core })
     }
 
     fn schedule_at(
@@ -172,11 +189,10 @@ impl LoopCore {
         let py = slf.py();
         let context = context.filter(|c| !c.is_none()).map(Bound::unbind);
         let timer = TimerInfo { when_ns, when, scheduled: AtomicBool::new(true) };
-        let base = Handle::new(callback.clone().unbind(), args.clone().unbind(), context, slf.clone().into_any().unbind(), Some(timer));
-        let th = Bound::new(py, PyClassInitializer::from(base).add_subclass(TimerHandle))?;
-        let as_handle: Py<Handle> = th.as_super().clone().unbind();
-        slf.get().st.borrow_mut(py)?.timers.push(when_ns, as_handle);
-        Ok(th.unbind())
+        let core = HandleCore::new(callback.clone().unbind(), args.clone().unbind(), context, slf.clone().into_any().unbind(), Some(timer));
+        let th = Py::new(py, TimerHandle { core })?;
+        slf.get().st.borrow_mut(py)?.timers.push(when_ns, th.clone_ref(py));
+        Ok(th)
     }
 
     fn set_fd_callback(
@@ -225,7 +241,7 @@ impl LoopCore {
         }
         if let Some(old) = old {
             // asyncio cancels the handle a new callback replaces.
-            let dropped = old.get().take_cancel(py)?;
+            let dropped = old.get().core.take_cancel(py)?;
             drop(dropped);
         }
         Ok(())
@@ -256,7 +272,7 @@ impl LoopCore {
                 None => Ok(()),
             }
         };
-        let dropped = old.get().take_cancel(py)?;
+        let dropped = old.get().core.take_cancel(py)?;
         drop(dropped);
         drop(old);
         res.map_err(os_error)?;
@@ -272,8 +288,8 @@ impl LoopCore {
         // borrow ends (their callbacks' __del__ may schedule more work).
         let dead = {
             let mut st = this.st.borrow_mut(py)?;
-            let mut dead = st.timers.sweep(|h| h.get().is_cancelled());
-            while st.timers.peek().is_some_and(|h| h.get().is_cancelled()) {
+            let mut dead = st.timers.sweep(|h| h.get().core.is_cancelled());
+            while st.timers.peek().is_some_and(|h| h.get().core.is_cancelled()) {
                 let h = st.timers.pop().expect("peeked");
                 st.timers.note_removed_cancelled();
                 dead.push(h);
@@ -281,20 +297,21 @@ impl LoopCore {
             dead
         };
         for h in &dead {
-            if let Some(t) = &h.get().timer {
+            if let Some(t) = &h.get().core.timer {
                 t.scheduled.store(false, Ordering::Relaxed);
             }
         }
         drop(dead);
 
-        // From here until the wait, no Python code runs: a threadsafe call that lands after
-        // `needs_wake` is set wakes the reactor; one that landed before is in `ready`.
-        this.needs_wake.store(true, Ordering::SeqCst);
+        // From the emptiness check to the wait no Python code runs and we hold the GIL, so no
+        // other thread can queue a callback in between; once the GIL is released for the wait,
+        // `needs_wake` tells `call_soon_threadsafe` to wake the reactor.
         let timeout = {
             let st = this.st.borrow(py)?;
             if !st.ready.is_empty() || this.stopping.load(Ordering::Relaxed) {
                 Some(Duration::ZERO)
             } else {
+                this.needs_wake.store(true, Ordering::SeqCst);
                 st.timers.peek_when().map(|w| Duration::from_nanos(w.saturating_sub(monotonic_ns())).min(MAX_WAIT))
             }
         };
@@ -307,9 +324,10 @@ impl LoopCore {
             let res = if timeout == Some(Duration::ZERO) {
                 reactor.poll(timeout, &mut events)
             } else {
-                py.detach(|| reactor.poll(timeout, &mut events))
+                let r = py.detach(|| reactor.poll(timeout, &mut events));
+                this.needs_wake.store(false, Ordering::SeqCst);
+                r
             };
-            this.needs_wake.store(false, Ordering::SeqCst);
             res.map_err(os_error)?;
             events
         };
@@ -321,24 +339,26 @@ impl LoopCore {
                 if let Some(cbs) = st.fds.get(&ev.fd) {
                     if ev.readable {
                         if let Some(h) = &cbs.reader {
-                            st.ready.push_back(h.clone_ref(py));
+                            st.ready.push_back(AnyHandle::Plain(h.clone_ref(py)));
                         }
                     }
                     if ev.writable {
                         if let Some(h) = &cbs.writer {
-                            st.ready.push_back(h.clone_ref(py));
+                            st.ready.push_back(AnyHandle::Plain(h.clone_ref(py)));
                         }
                     }
                 }
             }
-            let now = monotonic_ns();
-            while let Some(h) = st.timers.pop_expired(now) {
-                if let Some(t) = &h.get().timer {
-                    t.scheduled.store(false, Ordering::Relaxed);
+            if st.timers.len() > 0 {
+                let now = monotonic_ns();
+                while let Some(h) = st.timers.pop_expired(now) {
+                    if let Some(t) = &h.get().core.timer {
+                        t.scheduled.store(false, Ordering::Relaxed);
+                    }
+                    // A cancelled one would only be skipped below; it is dropped there,
+                    // outside this borrow.
+                    st.ready.push_back(AnyHandle::Timer(h));
                 }
-                // A cancelled one would only be skipped below; it is dropped there, outside
-                // this borrow.
-                st.ready.push_back(h);
             }
         }
         events.clear();
@@ -353,14 +373,13 @@ impl LoopCore {
         let timing = this.timing.load(Ordering::Relaxed);
         for _ in 0..ntodo {
             let Some(h) = this.st.borrow_mut(py)?.ready.pop_front() else { break };
-            let hb = h.bind(py);
-            if hb.get().is_cancelled() {
+            if h.core().is_cancelled() {
                 continue;
             }
             if !timing {
-                run_handle(py, hb)?;
+                h.run(py)?;
             } else {
-                Self::run_timed(slf, hb)?;
+                Self::run_timed(slf, &h)?;
             }
         }
         Ok(())
@@ -369,24 +388,24 @@ impl LoopCore {
     /// Run one callback with its slice timed: debug mode's slow-callback warning and the
     /// watch's `on_slow` hook both read the same two clock readings.
     #[inline(never)]
-    fn run_timed(slf: &Bound<'_, Self>, h: &Bound<'_, Handle>) -> PyResult<()> {
+    fn run_timed(slf: &Bound<'_, Self>, h: &AnyHandle) -> PyResult<()> {
         let py = slf.py();
         let this = slf.get();
         let t0 = monotonic_ns();
         this.slice.seq.fetch_add(1, Ordering::Relaxed);
         this.slice.start_ns.store(t0, Ordering::Release);
-        let r = run_handle(py, h);
+        let r = h.run(py);
         let dt = monotonic_ns().saturating_sub(t0);
         this.slice.start_ns.store(0, Ordering::Release);
         r?;
         if this.debug.load(Ordering::Relaxed) && dt >= this.slow_callback_ns.load(Ordering::Relaxed) {
-            slf.call_method1("_log_slow_callback", (h, dt as f64 / 1e9))?;
+            slf.call_method1("_log_slow_callback", (h.as_any(), dt as f64 / 1e9))?;
         }
         let wt = this.watch_threshold_ns.load(Ordering::Relaxed);
         if wt != 0 && dt >= wt {
             let hook = this.watch_hook.borrow(py)?.as_ref().map(|h| h.clone_ref(py));
             if let Some(hook) = hook {
-                if let Err(e) = hook.call1(py, (h, t0, dt)) {
+                if let Err(e) = hook.call1(py, (h.as_any(), t0, dt)) {
                     // A broken hook must not break the program it watches.
                     e.write_unraisable(py, Some(hook.bind(py)));
                 }
@@ -497,25 +516,6 @@ impl LoopCore {
     }
 
     #[pyo3(signature = (callback, *args, context = None))]
-    fn call_soon(
-        slf: &Bound<'_, Self>,
-        callback: &Bound<'_, PyAny>,
-        args: &Bound<'_, PyTuple>,
-        context: Option<Bound<'_, PyAny>>,
-    ) -> PyResult<Py<Handle>> {
-        let this = slf.get();
-        this.check_open()?;
-        if this.debug.load(Ordering::Relaxed) {
-            slf.call_method0("_check_thread")?;
-        }
-        Self::check_callback(slf, callback, "call_soon")?;
-        let h = Self::new_handle(slf, callback, args, context)?;
-        let py = slf.py();
-        this.st.borrow_mut(py)?.ready.push_back(h.clone_ref(py));
-        Ok(h)
-    }
-
-    #[pyo3(signature = (callback, *args, context = None))]
     fn call_soon_threadsafe(
         slf: &Bound<'_, Self>,
         callback: &Bound<'_, PyAny>,
@@ -527,7 +527,7 @@ impl LoopCore {
         Self::check_callback(slf, callback, "call_soon_threadsafe")?;
         let h = Self::new_handle(slf, callback, args, context)?;
         let py = slf.py();
-        this.st.borrow_mut(py)?.ready.push_back(h.clone_ref(py));
+        this.st.borrow_mut(py)?.ready.push_back(AnyHandle::Plain(h.clone_ref(py)));
         if this.needs_wake.load(Ordering::SeqCst) {
             this.waker.wake();
         }
@@ -644,7 +644,7 @@ impl LoopCore {
             (std::mem::take(&mut st.ready), st.timers.drain(), std::mem::take(&mut st.fds))
         };
         for h in &timers {
-            if let Some(t) = &h.get().timer {
+            if let Some(t) = &h.get().core.timer {
                 t.scheduled.store(false, Ordering::Relaxed);
             }
         }
@@ -693,7 +693,7 @@ impl LoopCore {
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
         if let Some(st) = self.st.try_borrow_unattached() {
             for h in &st.ready {
-                visit.call(h)?;
+                visit.call(h.as_any())?;
             }
             for h in st.timers.iter() {
                 visit.call(h)?;

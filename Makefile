@@ -1,0 +1,52 @@
+# ringloop — `make help` lists the targets. Everything runs inside .venv, which the first
+# target that needs it creates; a fresh machine needs only python3, cargo and make.
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+PIP    := $(VENV)/bin/pip
+STAMP  := $(VENV)/.deps-stamp
+BUILT  := $(VENV)/.build-stamp
+RUST_SRC := $(shell find src -name '*.rs') Cargo.toml pyproject.toml
+export PYTHONDONTWRITEBYTECODE := 1
+
+.DEFAULT_GOAL := help
+.PHONY: help demo test test-rust test-py bench lint build clean
+
+help: ## list the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+$(STAMP): requirements-dev.txt benchmarks/requirements.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q -r requirements-dev.txt -r benchmarks/requirements.txt
+	touch $@
+
+$(BUILT): $(STAMP) $(RUST_SRC)
+	VIRTUAL_ENV=$(abspath $(VENV)) $(VENV)/bin/maturin develop --release -q
+	touch $@
+
+build: $(BUILT) ## build the native module (release) into .venv
+
+demo: $(BUILT) ## build, then show ringloop against its peers (loop primitives) and a blocked loop caught
+	$(PY) benchmarks/run.py primitives --quick
+	@if [ -f examples/blocking_demo.py ]; then $(PY) examples/blocking_demo.py; fi
+
+test: test-rust test-py ## build and run every test (cargo test + pytest on both backends)
+
+test-rust: ## unit tests of the sans-I/O Rust modules and reactors
+	cargo test --release --lib -q
+
+test-py: $(BUILT) ## pytest: behaviour, conformance (CPython's test_asyncio) and watch tests
+	RINGLOOP_REQUIRE=1 $(PY) -m pytest -q -p no:cacheprovider
+
+bench: $(BUILT) ## every benchmark, peers side by side; results in benchmarks/results
+	$(PY) benchmarks/run.py
+
+lint: $(STAMP) ## cargo clippy, ruff, and the .pyi stub checked against the module
+	cargo clippy --release --all-targets -q -- -D warnings
+	$(VENV)/bin/ruff check python tests benchmarks examples
+	$(PY) -m mypy.stubtest ringloop._core --ignore-missing-stub
+
+clean: ## remove build outputs and the venv
+	rm -rf target $(VENV)
