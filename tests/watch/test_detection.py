@@ -29,12 +29,12 @@ def _line_of(func, marker: str) -> int:
     raise AssertionError(marker)
 
 
-def _check(block, func, marker, min_duration=BLOCK):
+def _check(block, func, marker, min_duration=BLOCK, max_duration=None):
     assert block.line is not None, str(block)
     assert block.line.filename == __file__, str(block)
     assert block.line.lineno == _line_of(func, marker), str(block)
     assert block.duration >= min_duration * 0.9, str(block)
-    assert block.duration < min_duration + 0.5, str(block)
+    assert block.duration < (max_duration or min_duration + 0.5), str(block)
     assert block.sample_count >= 1
 
 
@@ -130,7 +130,8 @@ def test_sqlite_query_found_at_its_line(run):
 
     blocks = run(main)
     assert len(blocks) == 1
-    _check(blocks[0], sqlite_query, "BLOCKS-sqlite", min_duration=took * 0.5)
+    # The query runs as long as the (shared) CPU allows: only the lower bound is tight.
+    _check(blocks[0], sqlite_query, "BLOCKS-sqlite", min_duration=took * 0.5, max_duration=30)
 
 
 def test_block_inside_a_single_step_scope(run):

@@ -13,6 +13,7 @@ import asyncio
 import functools
 import inspect
 import logging
+import os
 import re
 import sys
 import threading
@@ -21,7 +22,9 @@ import traceback
 import warnings
 import weakref
 
-from .stacks import summaries
+from .stacks import frames_of, is_asyncio, summaries
+
+_WATCH_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 logger = logging.getLogger("ringloop.watch")
 
@@ -178,17 +181,15 @@ class no_task_leaks(_Scope):  # noqa: N801
 
 
 def _caller_stack(frame, limit: int = 8) -> tuple:
-    out = []
-    while frame is not None and len(out) < limit:
-        code = frame.f_code
-        if not code.co_filename.startswith("<frozen"):
-            out.append((code.co_filename, frame.f_lineno or 0, code.co_name))
-        frame = frame.f_back
-    # Drop asyncio's create_task wrapper frames so the user's call is the innermost one.
-    while out and "asyncio" in out[0][0] and out[0][2] in ("create_task", "ensure_future"):
-        out.pop(0)
-    out.reverse()
-    return tuple(out)
+    """Where create_task was called: the caller's frames up to the loop's dispatch, innermost
+    last, without asyncio's create_task wrappers or the watch's own frames."""
+    frames = [
+        ft
+        for ft in frames_of(frame)
+        if not ft[0].startswith(_WATCH_DIR)
+        and not (is_asyncio(ft[0]) and ft[2] in ("create_task", "ensure_future"))
+    ]
+    return tuple(frames[-limit:])
 
 
 class no_thread_leaks(_Scope):  # noqa: N801
