@@ -3,6 +3,7 @@
 pub mod errors;
 pub mod loop_;
 pub mod reactor;
+pub mod watch;
 
 use pyo3::prelude::*;
 
@@ -12,12 +13,21 @@ fn io_uring_available() -> (bool, String) {
     reactor::io_uring_available()
 }
 
+/// Whether this Python lets the watch sample the loop thread's stack without the GIL.
+#[pyfunction]
+fn native_sampler_available() -> bool {
+    watch::sampler::available()
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<loop_::core::LoopCore>()?;
     m.add_class::<loop_::handle::Handle>()?;
     m.add_class::<loop_::handle::TimerHandle>()?;
     m.add_function(wrap_pyfunction!(io_uring_available, m)?)?;
+    m.add_function(wrap_pyfunction!(watch::audit::audit_hook_install, m)?)?;
+    m.add_function(wrap_pyfunction!(watch::audit::audit_set_in_slice, m)?)?;
+    m.add_function(wrap_pyfunction!(native_sampler_available, m)?)?;
     loop_::fastcall::install(m.py())?;
     Ok(())
 }

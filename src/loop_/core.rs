@@ -32,6 +32,8 @@ use super::timers::TimerHeap;
 use crate::errors::os_error;
 use crate::reactor::sys::monotonic_ns;
 use crate::reactor::{Choice, Event, Reactor, Waker};
+use crate::watch::sampler::{Sample, Sampler, ThreadStateCell};
+use crate::watch::slice::set_in_slice;
 
 /// asyncio's MAXIMUM_SELECT_TIMEOUT: never sleep longer than a day in one wait.
 const MAX_WAIT: Duration = Duration::from_secs(24 * 3600);
@@ -80,6 +82,11 @@ pub struct LoopCore {
     timing: AtomicBool,
     watch_threshold_ns: AtomicU64,
     watch_hook: GilCell<Option<Py<PyAny>>>,
+    /// Forward I/O audit events raised inside timed slices to the watch's sink.
+    watch_audit: AtomicBool,
+    sampler: GilCell<Option<Sampler>>,
+    /// The loop thread's PyThreadState while `run_forever` runs (for the native sampler).
+    tstate: ThreadStateCell,
     pub(crate) slice: Arc<SliceClock>,
 }
 
@@ -394,7 +401,14 @@ impl LoopCore {
         let t0 = monotonic_ns();
         this.slice.seq.fetch_add(1, Ordering::Relaxed);
         this.slice.start_ns.store(t0, Ordering::Release);
+        let audit = this.watch_audit.load(Ordering::Relaxed);
+        if audit {
+            set_in_slice(true);
+        }
         let r = h.run(py);
+        if audit {
+            set_in_slice(false);
+        }
         let dt = monotonic_ns().saturating_sub(t0);
         this.slice.start_ns.store(0, Ordering::Release);
         r?;
@@ -452,6 +466,9 @@ impl LoopCore {
             timing: AtomicBool::new(false),
             watch_threshold_ns: AtomicU64::new(0),
             watch_hook: GilCell::new(None),
+            watch_audit: AtomicBool::new(false),
+            sampler: GilCell::new(None),
+            tstate: Arc::default(),
             slice: Arc::new(SliceClock::default()),
         })
     }
@@ -596,13 +613,18 @@ impl LoopCore {
     /// down (running-loop registration, async-generator hooks) around it.
     fn _run_forever_native(slf: &Bound<'_, Self>) -> PyResult<()> {
         let this = slf.get();
-        loop {
-            Self::run_once(slf)?;
-            if this.stopping.load(Ordering::Relaxed) {
-                break;
+        // SAFETY: we hold the GIL, so this thread has a current thread state.
+        this.tstate.store(unsafe { pyo3::ffi::PyThreadState_Get() }, Ordering::Release);
+        let r = loop {
+            if let Err(e) = Self::run_once(slf) {
+                break Err(e);
             }
-        }
-        Ok(())
+            if this.stopping.load(Ordering::Relaxed) {
+                break Ok(());
+            }
+        };
+        this.tstate.store(std::ptr::null_mut(), Ordering::Release);
+        r
     }
 
     #[pyo3(signature = (fd, callback, *args))]
@@ -650,7 +672,10 @@ impl LoopCore {
         }
         let reactor = this.io.borrow_mut(py)?.reactor.take();
         let hook = this.watch_hook.borrow_mut(py)?.take();
+        let sampler = this.sampler.borrow_mut(py)?.take();
         drop((ready, timers, fds, reactor, hook));
+        // Joining the watchdog thread: it never takes the GIL, so waiting with it held is safe.
+        drop(sampler);
         Ok(())
     }
 
@@ -678,6 +703,34 @@ impl LoopCore {
         self.update_timing();
         drop(old);
         Ok(())
+    }
+
+    /// Forward I/O audit events raised inside timed slices to the sink given to
+    /// `_core.audit_hook_install` (the watch's C-level audit source).
+    fn _watch_audit(&self, on: bool) {
+        self.watch_audit.store(on, Ordering::Relaxed);
+    }
+
+    /// Start the GIL-free stack sampler: slices older than `arm_ns` are sampled every
+    /// `interval_ns`. Returns False where this Python cannot be sampled natively.
+    fn _watch_sampler_start(&self, py: Python<'_>, arm_ns: u64, interval_ns: u64) -> PyResult<bool> {
+        let new = Sampler::start(self.slice.clone(), self.tstate.clone(), arm_ns, interval_ns);
+        let ok = new.is_some();
+        let old = std::mem::replace(&mut *self.sampler.borrow_mut(py)?, new);
+        drop(old);
+        Ok(ok)
+    }
+
+    fn _watch_sampler_stop(&self, py: Python<'_>) -> PyResult<()> {
+        let old = self.sampler.borrow_mut(py)?.take();
+        drop(old);
+        Ok(())
+    }
+
+    /// Stack samples the native sampler took during slice `seq`:
+    /// `[(t_ns, [(filename, lineno, function), ...outermost first]), ...]`.
+    fn _native_samples(&self, py: Python<'_>, seq: u64) -> PyResult<Vec<Sample>> {
+        Ok(self.sampler.borrow(py)?.as_ref().map(|s| s.samples(seq)).unwrap_or_default())
     }
 
     #[getter]

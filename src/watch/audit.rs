@@ -1,0 +1,130 @@
+//! A C-level audit hook for the watch.
+//!
+//! Python audit hooks cannot be removed, and a Python-level one (`sys.addaudithook`) runs Python
+//! code for every audited operation in the process — including `object.__getattr__` on frames
+//! and `sys._getframe`, which debuggers and loggers trigger constantly. This hook is C: outside a
+//! watched slice it returns after one thread-local read; inside one it compares the event name
+//! against a short list of I/O prefixes in C and only then calls the Python sink
+//! (`sink(event: str, args: tuple)`), guarded against re-entry (the sink's own audited calls).
+
+use std::cell::Cell;
+use std::ffi::{c_char, c_int, c_void, CStr};
+use std::sync::OnceLock;
+
+use pyo3::ffi;
+use pyo3::prelude::*;
+
+use super::slice::in_slice;
+
+type AuditHook = unsafe extern "C" fn(*const c_char, *mut ffi::PyObject, *mut c_void) -> c_int;
+
+extern "C" {
+    // Public since 3.8 (Include/cpython/sysmodule.h); not declared by pyo3-ffi.
+    fn PySys_AddAuditHook(hook: AuditHook, user_data: *mut c_void) -> c_int;
+}
+
+/// Audit events that mean blocking I/O or process work when raised on the loop thread.
+/// Prefixes, matched in C; everything else (imports, exec, `sys._getframe`, attribute hooks)
+/// never reaches Python.
+const IO_PREFIXES: &[&[u8]] = &[
+    b"open",
+    b"os.",
+    b"socket.",
+    b"subprocess.",
+    b"sqlite3.",
+    b"time.sleep",
+    b"shutil.",
+    b"glob.",
+    b"urllib.",
+    b"http.client.",
+    b"ftplib.",
+    b"smtplib.",
+    b"poplib.",
+    b"imaplib.",
+    b"nntplib.",
+    b"telnetlib.",
+    b"fcntl.",
+    b"select.",
+    b"mmap.",
+    b"ctypes.dlopen",
+    b"webbrowser.open",
+    b"pty.",
+    b"resource.",
+];
+
+static SINK: OnceLock<Py<PyAny>> = OnceLock::new();
+
+thread_local! {
+    static IN_HOOK: Cell<bool> = const { Cell::new(false) };
+}
+
+fn is_io_event(name: &[u8]) -> bool {
+    IO_PREFIXES.iter().any(|p| name.starts_with(p))
+}
+
+unsafe extern "C" fn hook(event: *const c_char, args: *mut ffi::PyObject, _data: *mut c_void) -> c_int {
+    if !in_slice() || IN_HOOK.with(|c| c.get()) {
+        return 0;
+    }
+    // SAFETY: CPython passes a NUL-terminated event name valid for the call.
+    let name = unsafe { CStr::from_ptr(event) }.to_bytes();
+    if !is_io_event(name) {
+        return 0;
+    }
+    let Some(sink) = SINK.get() else { return 0 };
+    IN_HOOK.with(|c| c.set(true));
+    // SAFETY: audit hooks are called with the GIL held.
+    let py = unsafe { Python::assume_attached() };
+    // SAFETY: `args` is a borrowed tuple valid for the duration of the hook.
+    let args = unsafe { Bound::from_borrowed_ptr(py, args) };
+    let r = std::str::from_utf8(name).map(|n| sink.call1(py, (n, args)));
+    if let Ok(Err(e)) = r {
+        // Never fail the user's operation because the watch broke.
+        e.write_unraisable(py, Some(sink.bind(py)));
+    }
+    IN_HOOK.with(|c| c.set(false));
+    0
+}
+
+/// Install the process-wide hook with `sink` (once; a second call with another sink is an
+/// error because audit hooks cannot be removed or replaced).
+#[pyfunction]
+pub fn audit_hook_install(py: Python<'_>, sink: Py<PyAny>) -> PyResult<bool> {
+    if let Some(existing) = SINK.get() {
+        return if existing.is(&sink) {
+            Ok(false)
+        } else {
+            Err(pyo3::exceptions::PyRuntimeError::new_err(
+                "ringloop: the native audit hook is already installed with another sink (audit hooks cannot be removed)",
+            ))
+        };
+    }
+    let _ = SINK.set(sink.clone_ref(py));
+    // SAFETY: `hook` is a static function; CPython keeps the pointer for the process lifetime.
+    if unsafe { PySys_AddAuditHook(hook, std::ptr::null_mut()) } != 0 {
+        return Err(PyErr::fetch(py));
+    }
+    Ok(true)
+}
+
+/// Mark the current thread as inside (or outside) a watched slice. The ringloop dispatcher does
+/// this itself; the stock-asyncio fallback calls it around each instrumented callback.
+#[pyfunction]
+pub fn audit_set_in_slice(v: bool) {
+    super::slice::set_in_slice(v);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_io_event;
+
+    #[test]
+    fn only_io_events_pass() {
+        for e in ["open", "os.listdir", "socket.connect", "subprocess.Popen", "sqlite3.connect", "time.sleep"] {
+            assert!(is_io_event(e.as_bytes()), "{e}");
+        }
+        for e in ["import", "exec", "compile", "sys._getframe", "object.__getattr__", "builtins.id"] {
+            assert!(!is_io_event(e.as_bytes()), "{e}");
+        }
+    }
+}
