@@ -38,6 +38,9 @@ use crate::watch::slice::set_in_slice;
 /// asyncio's MAXIMUM_SELECT_TIMEOUT: never sleep longer than a day in one wait.
 const MAX_WAIT: Duration = Duration::from_secs(24 * 3600);
 
+/// `(reader, writer)` handles of one fd.
+type FdHandles = (Option<Py<Handle>>, Option<Py<Handle>>);
+
 #[derive(Default)]
 struct FdCallbacks {
     reader: Option<Py<Handle>>,
@@ -235,7 +238,7 @@ impl LoopCore {
                 let mut st = this.st.borrow_mut(py)?;
                 let e = st.fds.entry(fd).or_default();
                 let slot = if writer { &mut e.writer } else { &mut e.reader };
-                let new = std::mem::replace(slot, None);
+                let new = slot.take();
                 let restore = old.as_ref().map(|h| h.clone_ref(py));
                 *slot = restore;
                 if e.reader.is_none() && e.writer.is_none() {
@@ -356,7 +359,7 @@ impl LoopCore {
                     }
                 }
             }
-            if st.timers.len() > 0 {
+            if !st.timers.is_empty() {
                 let now = monotonic_ns();
                 while let Some(h) = st.timers.pop_expired(now) {
                     if let Some(t) = &h.get().core.timer {
@@ -646,7 +649,7 @@ impl LoopCore {
     }
 
     /// `(reader_handle, writer_handle)` registered for `fd` (either may be None).
-    fn _fd_callbacks(slf: &Bound<'_, Self>, fd: &Bound<'_, PyAny>) -> PyResult<(Option<Py<Handle>>, Option<Py<Handle>>)> {
+    fn _fd_callbacks(slf: &Bound<'_, Self>, fd: &Bound<'_, PyAny>) -> PyResult<FdHandles> {
         let py = slf.py();
         let fd = fileobj_to_fd(fd)?;
         let st = slf.get().st.borrow(py)?;

@@ -18,6 +18,10 @@ use pyo3::types::PyTuple;
 
 use super::core::LoopCore;
 
+/// # Safety
+/// `slf`, `args`, `nargs` and `kwnames` must be what CPython passed to a `METH_FASTCALL |
+/// METH_KEYWORDS` method of LoopCore: `nargs` positional arguments followed by one value per
+/// name in `kwnames`, all borrowed for the duration of the call.
 unsafe fn call_soon_impl(
     py: Python<'_>,
     slf: *mut ffi::PyObject,
@@ -28,21 +32,24 @@ unsafe fn call_soon_impl(
     if nargs < 1 {
         return Err(PyTypeError::new_err("call_soon() missing 1 required positional argument: 'callback'"));
     }
-    // SAFETY (whole function): CPython passes `nargs` positional arguments followed by one
-    // value per name in `kwnames`, all borrowed for the duration of the call; the method
-    // descriptor guarantees `slf` is an instance of LoopCore (or a subclass).
+    // SAFETY: the method descriptor already checked that `slf` is a LoopCore (or subclass).
     let slf = unsafe { Bound::from_borrowed_ptr(py, slf).cast_into_unchecked::<LoopCore>() };
+    // SAFETY: nargs >= 1, so args[0] is a borrowed positional argument.
     let callback = unsafe { Bound::from_borrowed_ptr(py, *args) };
     let mut context = None;
     if !kwnames.is_null() {
         let interned = pyo3::intern!(py, "context");
+        // SAFETY: a non-null kwnames is a tuple of str.
         let nkw = unsafe { ffi::PyTuple_GET_SIZE(kwnames) };
         for i in 0..nkw {
-            let name = unsafe { ffi::PyTuple_GET_ITEM(kwnames, i) };
-            let value = unsafe { *args.offset(nargs + i) };
+            // SAFETY: i < len(kwnames); its value follows the positionals in `args`.
+            let (name, value) = unsafe { (ffi::PyTuple_GET_ITEM(kwnames, i), *args.offset(nargs + i)) };
+            // SAFETY: both are str objects; PyUnicode_Compare cannot fail on two strs.
             if name == interned.as_ptr() || unsafe { ffi::PyUnicode_Compare(name, interned.as_ptr()) } == 0 {
+                // SAFETY: `value` is borrowed for the call.
                 context = Some(unsafe { Bound::from_borrowed_ptr(py, value) });
             } else {
+                // SAFETY: `name` is borrowed for the call.
                 let name = unsafe { Bound::from_borrowed_ptr(py, name) };
                 return Err(PyTypeError::new_err(format!("call_soon() got an unexpected keyword argument '{name}'")));
             }
@@ -51,7 +58,9 @@ unsafe fn call_soon_impl(
     let rest = if nargs == 1 {
         PyTuple::empty(py)
     } else {
+        // SAFETY: args[1..nargs] are the borrowed positional arguments after the callback.
         let items = unsafe { std::slice::from_raw_parts(args.offset(1), (nargs - 1) as usize) };
+        // SAFETY: each item is a borrowed object pointer from that slice.
         PyTuple::new(py, items.iter().map(|&p| unsafe { Bound::from_borrowed_ptr(py, p) }))?
     };
     let h = LoopCore::call_soon_impl(&slf, &callback, &rest, context)?;
@@ -93,7 +102,7 @@ pub fn install(py: Python<'_>) -> PyResult<()> {
         ml_name: c"call_soon".as_ptr(),
         ml_meth: ffi::PyMethodDefPointer { PyCFunctionFastWithKeywords: call_soon_fast },
         ml_flags: (ffi::METH_FASTCALL | ffi::METH_KEYWORDS) as c_int,
-        ml_doc: c"call_soon(callback, *args, context=None)\n--\n\nSchedule callback(*args) for the next loop iteration; returns a Handle.".as_ptr(),
+        ml_doc: c"call_soon($self, callback, *args, context=None)\n--\n\nSchedule callback(*args) for the next loop iteration; returns a Handle.".as_ptr(),
     }));
     let ty = py.get_type::<LoopCore>();
     // SAFETY: `def` is leaked, so it outlives the type; the type pointer is live.

@@ -56,6 +56,10 @@ impl<T> TimerHeap<T> {
         self.heap.len()
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.heap.is_empty()
+    }
+
     pub fn peek_when(&self) -> Option<u64> {
         self.heap.peek().map(|e| e.0.when)
     }

@@ -51,7 +51,7 @@ impl EpollReactor {
         &self.waker
     }
 
-    pub fn len(&self) -> usize {
+    pub fn watched_fds(&self) -> usize {
         self.fds.len()
     }
 

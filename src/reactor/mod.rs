@@ -51,6 +51,9 @@ impl Choice {
     }
 }
 
+// One reactor per loop, built once and never moved on a hot path: boxing the larger variant
+// would only add an indirection to every poll.
+#[allow(clippy::large_enum_variant)]
 pub enum Reactor {
     Uring(uring::UringReactor),
     Epoll(epoll::EpollReactor),
@@ -107,10 +110,10 @@ impl Reactor {
     }
 
     /// Number of fds with interest registered (for `repr` and tests).
-    pub fn len(&self) -> usize {
+    pub fn watched_fds(&self) -> usize {
         match self {
-            Reactor::Uring(r) => r.len(),
-            Reactor::Epoll(r) => r.len(),
+            Reactor::Uring(r) => r.watched_fds(),
+            Reactor::Epoll(r) => r.watched_fds(),
         }
     }
 }
@@ -195,7 +198,7 @@ mod tests {
         ev.clear();
         r.poll(Some(Duration::from_secs(1)), &mut ev).unwrap();
         assert!(ev.len() == 1 && ev[0].writable && ev[0].fd == wr, "{ev:?}");
-        assert_eq!(r.len(), 1);
+        assert_eq!(r.watched_fds(), 1);
         sys::syscall!(close(rd)).unwrap();
         sys::syscall!(close(wr)).unwrap();
     }
@@ -227,7 +230,7 @@ mod tests {
         use std::os::fd::AsRawFd;
         let e = r.set_interest(f.as_raw_fd(), true, false).unwrap_err();
         assert_eq!(e.raw_os_error(), Some(libc::EPERM));
-        assert_eq!(r.len(), 0);
+        assert_eq!(r.watched_fds(), 0);
     }
 
     #[test]

@@ -129,7 +129,7 @@ impl UringReactor {
         &self.waker
     }
 
-    pub fn len(&self) -> usize {
+    pub fn watched_fds(&self) -> usize {
         self.fds.len()
     }
 
@@ -165,12 +165,12 @@ impl UringReactor {
         self.check_fork()?;
         let want = (if readable { libc::POLLIN as u32 } else { 0 })
             | (if writable { libc::POLLOUT as u32 } else { 0 });
-        if !self.fds.contains_key(&fd) {
+        if let std::collections::hash_map::Entry::Vacant(v) = self.fds.entry(fd) {
             if want == 0 {
                 return Ok(());
             }
             check_pollable(fd)?;
-            self.fds.insert(fd, FdState::default());
+            v.insert(FdState::default());
         }
         let st = self.fds.get_mut(&fd).expect("inserted above");
         st.want = want;
