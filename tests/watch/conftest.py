@@ -44,6 +44,12 @@ def _loop_factories():
     out = [pytest.param(asyncio.new_event_loop, id="asyncio")]
     if uvloop is not None:
         out.append(pytest.param(uvloop.new_event_loop, id="uvloop"))
+    try:  # the native loop, once built: the same tests, RingloopBackend selected
+        from ringloop import new_event_loop as ringloop_new_event_loop
+    except ImportError:
+        pass
+    else:
+        out.append(pytest.param(ringloop_new_event_loop, id="ringloop"))
     return out
 
 

@@ -115,27 +115,34 @@ class LoopMonitor:
         thr = min(c.threshold_ns for c in self.consumers)
         st = self.state
         st.slow_ns = min(thr, HIST_FLOOR_NS)
+        st.strict = any(c.strict for c in self.consumers)
         st.arm_ns = st.idle_ns + max(thr // 4, _MIN_ARM_NS)
         st.sample_interval_ns = min(max(thr // 8, _MIN_ARM_NS), 50_000_000)
         self.backend.retune(thr)
 
     # -- slices --------------------------------------------------------------------------
-    def slice_ended(self, handle: Any, start_ns: int, end_ns: int, task: Any = None) -> None:
-        """Called on the loop thread right after a slice that was long or did audited I/O."""
+    def slice_ended(
+        self, handle: Any, start_ns: int, end_ns: int, task: Any = None, seq: int | None = None
+    ) -> None:
+        """Called on the loop thread right after a slice that was long or did audited I/O.
+
+        ``seq`` names the slice when it is not the latest one (native strict-mode flush)."""
         try:
-            self._slice_ended(handle, start_ns, end_ns, task)
+            self._slice_ended(handle, start_ns, end_ns, task, seq)
         except Exception:  # never let reporting break the loop
             logger.exception("ringloop.watch: failed to report a slow slice")
 
-    def _slice_ended(self, handle: Any, start_ns: int, end_ns: int, task: Any) -> None:
+    def _slice_ended(self, handle: Any, start_ns: int, end_ns: int, task: Any, seq) -> None:
         st = self.state
-        io = st.io_events
-        if io:
+        if seq is None:
+            seq = st.seq
+        io = st.io_events if st.io_seq == seq else []
+        if st.io_events:
             st.io_events = []
         duration = end_ns - start_ns
         if duration > HIST_FLOOR_NS:
             st.record_long(duration)
-        samples, arm_wall, cpu0 = st.take_samples(st.seq)
+        samples, arm_wall, cpu0 = st.take_samples(seq)
         self._dispatch(handle, start_ns, end_ns, task, io, samples, arm_wall, cpu0, False)
 
     def in_progress(self, consumer: Consumer, now_ns: int) -> None:
@@ -144,7 +151,7 @@ class LoopMonitor:
         start = st.start_ns
         if start == 0:
             return
-        start += st.idle_ns  # heartbeat: the loop was only late once a beat was overdue
+        start = min(start + st.idle_ns, now_ns)  # heartbeat: late only once a beat is overdue
         handle = st.handle
         with st.lock:
             samples = list(st.samples) if st.sample_seq == st.seq else []
@@ -152,9 +159,8 @@ class LoopMonitor:
         task = None
         if handle is None:
             task = _current_task(self.loop)
-        self._dispatch(
-            handle, start, now_ns, task, list(st.io_events), samples, arm_wall, cpu0, True, consumer
-        )
+        io = list(st.io_events) if st.io_seq == st.seq else []
+        self._dispatch(handle, start, now_ns, task, io, samples, arm_wall, cpu0, True, consumer)
 
     def _dispatch(
         self,
@@ -253,8 +259,10 @@ def _kind(b: Block, samples: list, duration_ns: int, arm_ns: int) -> str:
         if (b.line.filename, b.line.lineno) in lines:
             return io_kind
     if b.cpu_fraction is not None:
-        # Off-CPU means the thread waited: a sleep, a lock, a socket, a pipe, a disk.
-        return "cpu" if b.cpu_fraction >= 0.5 else "wait"
+        # Off-CPU means the thread waited: a sleep, a lock, a socket, a pipe, a disk. A
+        # waiting thread uses ~0 % CPU; a busy one can get well under 100 % on a loaded
+        # machine, hence the low cut.
+        return "cpu" if b.cpu_fraction >= 0.25 else "wait"
     if not samples and duration_ns > 3 * arm_ns + 5_000_000:
         return "gil"  # the watchdog never got the GIL: one C call held it throughout
     return "unknown"
@@ -316,14 +324,20 @@ def _audit_sink(loop: Any, event: str, args: tuple, frame) -> None:
     if mon is None:
         return
     st = mon.state
-    if st.start_ns == 0 or len(st.io_events) >= _MAX_IO_EVENTS:
+    if st.start_ns == 0:
+        return
+    seq = st.seq
+    if st.io_seq != seq:  # events of an earlier (short, unreported) slice: drop them
+        st.io_events = []
+        st.io_seq = seq
+    elif len(st.io_events) >= _MAX_IO_EVENTS:
         return
     res = classify(event, args, frame)
     if res is None:
         return
     kind, where = res
     st.io_events.append(IoEvent(kind, event, audit._detail(event, args), where, time.monotonic_ns()))
-    if len(st.io_events) == 1:
+    if st.strict and len(st.io_events) == 1:
         mon.backend.io_noted()
 
 

@@ -35,6 +35,8 @@ class SliceState:
         "arm_ns",
         "idle_ns",
         "io_events",
+        "io_seq",
+        "strict",
         "count",
         "total_ns",
         "hist",
@@ -62,7 +64,9 @@ class SliceState:
         self.slow_ns = 1 << 62  # report slices at least this long (min consumer threshold)
         self.arm_ns = 1 << 62  # the watchdog starts sampling a slice this old
         self.idle_ns = 0  # heartbeat backend: expected time between beats, not a block
-        self.io_events: list = []
+        self.io_events: list = []  # audited I/O of slice io_seq (stale when io_seq != seq)
+        self.io_seq = -1
+        self.strict = False  # some consumer is strict: slices with I/O must be reported
         self.count = 0
         self.total_ns = 0
         self.hist = [0] * len(_BUCKETS_NS)  # slices longer than each bound
@@ -109,11 +113,14 @@ class NativeSliceState(SliceState):
     CLOCK_MONOTONIC start of the running slice, 0 between slices.
     """
 
-    __slots__ = ("loop",)
+    __slots__ = ("loop", "initial_seq", "initial_start_ns")
 
     def __init__(self, monitor: Any, thread_id: int, loop: Any) -> None:
         super().__init__(monitor, thread_id)
         self.loop = loop
+        # The slice running when watching began, if the dispatcher was not timing it.
+        self.initial_seq = -1
+        self.initial_start_ns = 0
 
     @property  # type: ignore[override]
     def seq(self) -> int:
@@ -125,7 +132,10 @@ class NativeSliceState(SliceState):
 
     @property  # type: ignore[override]
     def start_ns(self) -> int:
-        return self.loop._slice_start_ns
+        v = self.loop._slice_start_ns
+        if v == 0 and self.initial_start_ns and self.loop._slice_seq == self.initial_seq:
+            return self.initial_start_ns
+        return v
 
     @start_ns.setter
     def start_ns(self, value: int) -> None:

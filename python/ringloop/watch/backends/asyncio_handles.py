@@ -52,7 +52,7 @@ def _watched_run(self):
         st.count += 1
         d = end - start
         st.total_ns += d
-        if d >= st.slow_ns or st.io_events:
+        if d >= st.slow_ns or (st.strict and st.io_events):
             st.on_slow(self, start, end)
         st.handle = None
 
@@ -63,7 +63,7 @@ add_boundary_code(_watched_run.__code__)
 def _close_initial(st: SliceState, start: int, end: int) -> None:
     # The caller already advanced seq for its own slice: step back so the samples taken
     # during the initial slice are matched to it, then forward again.
-    if end - start >= st.slow_ns or st.io_events:
+    if end - start >= st.slow_ns or (st.strict and st.io_events):
         st.seq -= 1
         st.start_ns = 0
         st.on_slow(None, start, end)

@@ -16,6 +16,8 @@ native side needs nothing more than the two hooks above.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from typing import Any
 
 from ..slices import NativeSliceState
@@ -30,11 +32,29 @@ class NativeBackend:
         self.state = NativeSliceState(monitor, monitor.thread_id, loop)
         self._threshold_ns = 0
         self._started = False
-        self._flush_pending = False
 
     def start(self) -> None:
         self._started = True
         self._apply()
+        loop, st = self.loop, self.state
+        if asyncio.events._get_running_loop() is loop and loop._slice_start_ns == 0:
+            # Watching begins inside a slice the dispatcher did not time (it only times while
+            # watching). Treat it as starting now; the next slice closes it. Not needed if the
+            # dispatcher keeps _slice_seq/_slice_start_ns up to date even while not watching.
+            st.initial_seq = loop._slice_seq
+            st.initial_start_ns = time.monotonic_ns()
+            loop.call_soon(self._close_initial, _current_task(loop))
+
+    def _close_initial(self, task: Any) -> None:
+        st = self.state
+        start, seq = st.initial_start_ns, st.initial_seq
+        st.initial_start_ns = 0
+        if not start:
+            return
+        end = self.loop._slice_start_ns or time.monotonic_ns()  # this slice began after it
+        io = st.io_seq == seq and st.io_events
+        if end - start >= st.slow_ns or (st.strict and io):
+            self.monitor.slice_ended(None, start, end, task, seq)
 
     def stop(self) -> None:
         self._started = False
@@ -54,13 +74,20 @@ class NativeBackend:
         self.state.on_slow(handle, start_ns, start_ns + duration_ns)
 
     def io_noted(self) -> None:
-        if not self._flush_pending:
-            self._flush_pending = True
-            self.loop.call_soon(self._flush)
+        self.loop.call_soon(self._flush, self.state.seq, _current_task(self.loop))
 
-    def _flush(self) -> None:
-        self._flush_pending = False
+    def _flush(self, seq: int, task: Any) -> None:
         st = self.state
-        if st.io_events:  # not taken by _on_slow: the slice was short
+        if st.io_events and st.io_seq == seq:  # not taken by _on_slow: a short slice
             # The slice's real bounds are unknown here; the events' own times bound it below.
-            self.state.on_slow(None, st.io_events[0].time_ns, st.io_events[-1].time_ns)
+            ev = st.io_events
+            self.monitor.slice_ended(None, ev[0].time_ns, ev[-1].time_ns, task, seq)
+
+
+def _current_task(loop: Any) -> Any:
+    import asyncio
+
+    try:
+        return asyncio.current_task(loop)
+    except Exception:
+        return None
