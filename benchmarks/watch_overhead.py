@@ -101,7 +101,7 @@ def _child(detector: str, loop_name: str, runs: int, scale: float) -> dict:
         await asyncio.sleep(0.002)
         os.stat(path)
 
-    bodies = dict(zip([s for s, _ in SCENARIOS], [pure, getcwd, stat, fileread, async_stat]))
+    bodies = dict(zip([s for s, _ in SCENARIOS], [pure, getcwd, stat, fileread, async_stat], strict=True))
     blocks = []
     out: dict = {"scenarios": {}}
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .audit import IoEvent
-from .stacks import FrameTuple, format_location
+from .stacks import _WATCH_DIR, FrameTuple, format_location
 
 
 @dataclass
@@ -139,6 +139,13 @@ def coroutine_name(task: asyncio.Task) -> str:
     coro = task.get_coro()
     name = getattr(coro, "__qualname__", None) or type(coro).__name__
     code = getattr(coro, "cr_code", None) or getattr(coro, "gi_code", None)
+    if code is not None and code.co_filename.startswith(_WATCH_DIR):
+        # One of the watch's own wrappers (a decorator, the pytest plugin): name the
+        # function it wraps, which it holds as `func`.
+        frame = getattr(coro, "cr_frame", None)
+        func = frame.f_locals.get("func") if frame is not None else None
+        if getattr(func, "__code__", None) is not None:
+            name, code = func.__qualname__, func.__code__
     if code is not None:
         return f"{name}() defined at {format_location((code.co_filename, code.co_firstlineno, name))}"
     return f"{name}()"

@@ -22,9 +22,12 @@ from contextlib import AsyncExitStack
 
 import pytest
 
+from .leaks import TaskLeakError
 from .leaks import no_task_leaks as _no_task_leaks
 from .leaks import no_thread_leaks as _no_thread_leaks
+from .scopes import BlockingError
 from .scopes import no_blocking as _no_blocking
+from .stacks import add_boundary_code
 
 _SCOPE_KEY = pytest.StashKey["_no_blocking | None"]()
 _TASKS_KEY = pytest.StashKey[bool]()
@@ -74,6 +77,7 @@ def _scope_for(item: pytest.Item) -> _no_blocking | None:
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtest_call(item: pytest.Item):
+    __tracebackhide__ = True
     func = getattr(item, "obj", None)
     if func is None or not inspect.iscoroutinefunction(func):
         return (yield)
@@ -84,13 +88,19 @@ def pytest_runtest_call(item: pytest.Item):
 
     @functools.wraps(func)
     async def watched(*args, **kwargs):
-        async with AsyncExitStack() as stack:
-            if tasks:
-                await stack.enter_async_context(_no_task_leaks())
-            if scope is not None:
-                await stack.enter_async_context(scope)
-            return await func(*args, **kwargs)
+        __tracebackhide__ = True
+        try:
+            async with AsyncExitStack() as stack:
+                if tasks:
+                    await stack.enter_async_context(_no_task_leaks())
+                if scope is not None:
+                    await stack.enter_async_context(scope)
+                return await func(*args, **kwargs)
+        except (BlockingError, TaskLeakError) as err:
+            # The report is the message; the plugin's and asyncio's frames would only bury it.
+            raise err.with_traceback(None) from None
 
+    add_boundary_code(watched.__code__)  # reports start at the test, not at this wrapper
     item.obj = watched
     try:
         return (yield)
@@ -120,3 +130,17 @@ def _no_thread_leaks_fixture():
     """Fail this test (at teardown) if threads it started are still alive."""
     with _no_thread_leaks():
         yield
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    report = yield
+    if (
+        report.failed
+        and call.excinfo is not None
+        and call.excinfo.errisinstance((BlockingError, TaskLeakError))
+    ):
+        # The report already names the task and the line; the traceback through the test
+        # runner and the event loop would only bury it.
+        report.longrepr = f"{call.excinfo.typename}: {call.excinfo.value}"
+    return report

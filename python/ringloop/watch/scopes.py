@@ -24,6 +24,7 @@ from typing import Any
 
 from . import monitor as _mon
 from .block import Block
+from .stacks import add_boundary_code
 
 logger = logging.getLogger("ringloop.watch")
 
@@ -150,6 +151,7 @@ class no_blocking:  # noqa: N801 - used like a function: `with no_blocking():`
                 finally:
                     self.blocks = scope.blocks
 
+            add_boundary_code(async_wrapper.__code__)
             return async_wrapper
 
         @functools.wraps(func)
