@@ -131,6 +131,7 @@ class SignalMixin:
                     f"Closing the loop {self!r} on interpreter shutdown stage, "
                     f"skipping signal handlers removal",
                     ResourceWarning,
+                    stacklevel=2,
                     source=self,
                 )
                 self._signal_handlers.clear()

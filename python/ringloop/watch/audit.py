@@ -132,9 +132,7 @@ def classify(event: str, args: tuple, frame) -> tuple[str, FrameTuple | None] | 
     kind = EVENT_KINDS.get(event)
     if kind is None:
         return None
-    if event in ("socket.connect", "socket.sendto", "socket.sendmsg") and _nonblocking_socket(
-        args
-    ):
+    if event in ("socket.connect", "socket.sendto", "socket.sendmsg") and _nonblocking_socket(args):
         return None
     first = None
     depth = 0
@@ -206,6 +204,31 @@ def _hook(event: str, args: tuple) -> None:
     if sink is None:
         return
     loop = _get_running_loop()  # thread-local: None off any loop thread
-    if loop is None or not PyAuditHookSource._is_watched(loop):
+    if loop is None or getattr(loop, "_native_audit", False):
+        return  # ringloop loops with the C-level hook report through _native_hook instead
+    if not PyAuditHookSource._is_watched(loop):
         return
     sink(loop, event, args, _getframe(1))
+
+
+def _native_hook(event: str, args: tuple) -> None:
+    """Called by ringloop's C-level audit hook, only for I/O-looking events raised inside a
+    timed slice of a ringloop loop whose audit is on (see src/watch/audit.rs)."""
+    if _KIND_GET(event) is None:
+        return
+    sink = PyAuditHookSource._sink
+    loop = _get_running_loop()
+    if sink is None or loop is None or not PyAuditHookSource._is_watched(loop):
+        return
+    sink(loop, event, args, _getframe(1))
+
+
+def install_native_hook() -> bool:
+    """Install ringloop's C-level audit hook (once per process). False without the native
+    module."""
+    try:
+        from .. import _core
+    except ImportError:
+        return False
+    _core.audit_hook_install(_native_hook)
+    return True

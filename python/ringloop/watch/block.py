@@ -147,7 +147,9 @@ def coroutine_name(task: asyncio.Task) -> str:
         if getattr(func, "__code__", None) is not None:
             name, code = func.__qualname__, func.__code__
     if code is not None:
-        return f"{name}() defined at {format_location((code.co_filename, code.co_firstlineno, name))}"
+        return (
+            f"{name}() defined at {format_location((code.co_filename, code.co_firstlineno, name))}"
+        )
     return f"{name}()"
 
 

@@ -45,7 +45,9 @@ class TaskLeakError(Exception):
 
 
 class ThreadLeakError(Exception):
-    def __init__(self, threads: list[tuple[threading.Thread, list[traceback.FrameSummary]]]) -> None:
+    def __init__(
+        self, threads: list[tuple[threading.Thread, list[traceback.FrameSummary]]]
+    ) -> None:
         self.threads = [t for t, _ in threads]
         parts = []
         for th, stack in threads:
@@ -249,5 +251,3 @@ class no_thread_leaks(_Scope):  # noqa: N801
             frame = frames.get(t.ident) if t.ident is not None else None
             described.append((t, traceback.extract_stack(frame) if frame is not None else []))
         _act(self.action, ThreadLeakError(described), exc)
-
-

@@ -134,7 +134,8 @@ class PrometheusMetrics:
                     c.add_metric([kind], n)
                 yield c
                 yield GaugeMetricFamily(
-                    f"{_PREFIX}_loop_lag_seconds", "Longest slice since the previous scrape.",
+                    f"{_PREFIX}_loop_lag_seconds",
+                    "Longest slice since the previous scrape.",
                     value=snap["loop_lag"],
                 )
 

@@ -336,7 +336,9 @@ def _audit_sink(loop: Any, event: str, args: tuple, frame) -> None:
     if res is None:
         return
     kind, where = res
-    st.io_events.append(IoEvent(kind, event, audit._detail(event, args), where, time.monotonic_ns()))
+    st.io_events.append(
+        IoEvent(kind, event, audit._detail(event, args), where, time.monotonic_ns())
+    )
     if st.strict and len(st.io_events) == 1:
         mon.backend.io_noted()
 

@@ -76,6 +76,19 @@ def frames_of(frame) -> Sample:
     return tuple(out)
 
 
+def frames_from_tuples(frames) -> Sample:
+    """Trim a whole-thread stack given as (filename, lineno, name) tuples, outermost first
+    (what the native sampler returns), to the callback-owned part: the frames after the loop's
+    dispatch boundary (`run_forever` & co. in ringloop/loop.py or asyncio)."""
+    start = 0
+    for i, (filename, _lineno, name) in enumerate(frames):
+        if name in _BOUNDARY_NAMES and (
+            filename.endswith(os.path.join("ringloop", "loop.py")) or is_asyncio(filename)
+        ):
+            start = i + 1
+    return tuple((f, int(n), name) for f, n, name in frames[start:])
+
+
 class StackSampler(Protocol):
     """What the watchdog needs to look at the loop thread while it is blocked.
 
@@ -103,8 +116,8 @@ def is_library(filename: str) -> bool:
     if filename.startswith("<"):
         return True
     path = os.path.abspath(filename)
-    return path.startswith(_STDLIB_DIRS) or path.startswith(_SITE_DIRS) or path.startswith(
-        _WATCH_DIR
+    return (
+        path.startswith(_STDLIB_DIRS) or path.startswith(_SITE_DIRS) or path.startswith(_WATCH_DIR)
     )
 
 

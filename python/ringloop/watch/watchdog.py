@@ -70,9 +70,7 @@ class Watchdog:
         # A forked child inherits no threads: start a fresh watchdog there.
         if self._thread is None or not self._thread.is_alive() or self._pid != os.getpid():
             self._pid = os.getpid()
-            self._thread = threading.Thread(
-                target=self._run, name="ringloop-watchdog", daemon=True
-            )
+            self._thread = threading.Thread(target=self._run, name="ringloop-watchdog", daemon=True)
             self._thread.start()
 
     @property

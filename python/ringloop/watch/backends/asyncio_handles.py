@@ -123,5 +123,3 @@ class AsyncioBackend:
 
     def io_noted(self) -> None:
         pass  # the wrapper checks state.io_events at the end of every slice
-
-

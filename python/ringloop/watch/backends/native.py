@@ -10,8 +10,18 @@ Contract with ``ringloop.Loop`` (see docs/watch.md):
   ``CLOCK_MONOTONIC`` start (the clock of ``time.monotonic_ns()``), 0 between slices.
 
 Strict mode needs I/O events from slices shorter than the reporting threshold too; those are
-flushed by a ``call_soon`` scheduled when the first event of a slice is recorded, so the
-native side needs nothing more than the two hooks above.
+flushed by a ``call_soon`` scheduled when the first event of a slice is recorded.
+
+Two native extras are used when the build provides them:
+
+- ``loop._watch_sampler_start(arm_ns, interval_ns)`` starts a watchdog thread that samples the
+  loop thread's stack *without the GIL* (``_Py_DumpTraceback``), so a C call that holds the GIL
+  is seen at its line; ``loop._native_samples(seq)`` returns what it took during slice ``seq``.
+  Those samples are taken while the slice is still blocked, so they replace the Python
+  watchdog's (which can only sample once it gets the GIL, i.e. possibly after the C call).
+- ``_core.audit_hook_install(hook)`` + ``loop._watch_audit(True)``: a C-level audit hook that
+  reaches Python only for I/O events raised inside a timed slice of this loop; the Python-level
+  hook then skips ringloop loops (``loop._native_audit``).
 """
 
 from __future__ import annotations
@@ -20,7 +30,9 @@ import asyncio
 import time
 from typing import Any
 
+from .. import audit
 from ..slices import NativeSliceState
+from ..stacks import frames_from_tuples
 
 
 class NativeBackend:
@@ -32,10 +44,15 @@ class NativeBackend:
         self.state = NativeSliceState(monitor, monitor.thread_id, loop)
         self._threshold_ns = 0
         self._started = False
+        self._native_sampler = False
+        self._sampler_cfg: tuple[int, int] | None = None
 
     def start(self) -> None:
         self._started = True
         self._apply()
+        if hasattr(self.loop, "_watch_audit") and audit.install_native_hook():
+            self.loop._watch_audit(True)
+            self.loop._native_audit = True
         loop, st = self.loop, self.state
         if asyncio.events._get_running_loop() is loop and loop._slice_start_ns == 0:
             # Watching begins inside a slice the dispatcher did not time (it only times while
@@ -59,6 +76,13 @@ class NativeBackend:
     def stop(self) -> None:
         self._started = False
         self.loop._watch_set(0, None)
+        if getattr(self.loop, "_native_audit", False):
+            self.loop._watch_audit(False)
+            self.loop._native_audit = False
+        if self._native_sampler:
+            self.loop._watch_sampler_stop()
+            self._native_sampler = False
+            self._sampler_cfg = None
 
     def retune(self, threshold_ns: int) -> None:
         self._threshold_ns = threshold_ns
@@ -66,12 +90,38 @@ class NativeBackend:
             self._apply()
 
     def _apply(self) -> None:
-        self.loop._watch_set(max(1, self.state.slow_ns), self._on_slow)
+        st = self.state
+        self.loop._watch_set(max(1, st.slow_ns), self._on_slow)
+        cfg = (st.arm_ns, st.sample_interval_ns)
+        if (
+            st.arm_ns < (1 << 61)
+            and cfg != self._sampler_cfg
+            and hasattr(self.loop, "_watch_sampler_start")
+        ):
+            self._sampler_cfg = cfg
+            self._native_sampler = bool(self.loop._watch_sampler_start(*cfg))
 
     def _on_slow(self, handle: Any, start_ns: int, duration_ns: int) -> None:
-        self.state.count += 1
-        self.state.total_ns += duration_ns
-        self.state.on_slow(handle, start_ns, start_ns + duration_ns)
+        st = self.state
+        st.count += 1
+        st.total_ns += duration_ns
+        if self._native_sampler:
+            self._adopt_native_samples(self.loop._slice_seq)
+        st.on_slow(handle, start_ns, start_ns + duration_ns)
+
+    def _adopt_native_samples(self, seq: int) -> None:
+        native = self.loop._native_samples(seq)
+        if not native:
+            return
+        st = self.state
+        task = _current_task(self.loop)
+        samples = [(frames_from_tuples(frames), task) for _, frames in native]
+        samples = [s for s in samples if s[0]]
+        if not samples:
+            return
+        with st.lock:
+            st.sample_seq = seq
+            st.samples = samples
 
     def io_noted(self) -> None:
         self.loop.call_soon(self._flush, self.state.seq, _current_task(self.loop))

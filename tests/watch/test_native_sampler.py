@@ -1,0 +1,83 @@
+"""ringloop-only: the native GIL-free sampler names the line of a C call that holds the GIL,
+and the C-level audit hook reports I/O raised inside a slice of a ringloop loop."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import tempfile
+
+import pytest
+
+ringloop = pytest.importorskip("ringloop")
+from ringloop import _core  # noqa: E402
+from ringloop.watch import BlockingError, no_blocking  # noqa: E402
+
+pytestmark = [
+    pytest.mark.timeout(60),
+    pytest.mark.skipif(not _core.native_sampler_available(), reason="Python lacks _Py_DumpTraceback"),
+]
+
+
+def _gil_bound_c_call() -> int:
+    return sum(range(3 * 10**7))  # LINE: C call holding the GIL
+
+
+def _line_of(marker: str, fn) -> int:
+    import inspect
+
+    src, first = inspect.getsourcelines(fn)
+    for i, line in enumerate(src):
+        if marker in line:
+            return first + i
+    raise AssertionError(marker)
+
+
+@pytest.mark.parametrize("backend", ["io_uring", "epoll"])
+def test_c_call_holding_the_gil_is_named_at_its_line(backend):
+    if backend == "io_uring" and not ringloop.io_uring_available()[0]:
+        pytest.skip("io_uring refused by this kernel")
+
+    async def main():
+        with pytest.raises(BlockingError) as ei:
+            async with no_blocking(threshold=0.02):
+                await asyncio.sleep(0)
+                _gil_bound_c_call()
+                await asyncio.sleep(0)
+        return ei.value.blocks
+
+    loop = ringloop.new_event_loop(backend=backend)
+    try:
+        blocks = loop.run_until_complete(main())
+    finally:
+        loop.close()
+    assert len(blocks) == 1
+    b = blocks[0]
+    assert b.line is not None, str(b)
+    assert b.line.name == "_gil_bound_c_call"
+    assert b.line.lineno == _line_of("LINE: C call", _gil_bound_c_call), str(b)
+    assert b.sample_count >= 3, "several samples taken while the call still held the GIL"
+
+
+def test_native_audit_hook_reports_file_io_in_strict_mode():
+    fd, path = tempfile.mkstemp()
+    os.close(fd)
+
+    async def main():
+        with pytest.raises(BlockingError) as ei:
+            async with no_blocking(threshold=10.0, strict=True):
+                await asyncio.sleep(0)
+                with open(path) as f:  # LINE: open
+                    f.read()
+                await asyncio.sleep(0)
+        return ei.value.blocks
+
+    loop = ringloop.new_event_loop()
+    try:
+        blocks = loop.run_until_complete(main())
+        assert loop._native_audit is False, "audit routing restored after the scope"
+    finally:
+        loop.close()
+        os.unlink(path)
+    events = [e for b in blocks for e in b.io_events]
+    assert any(e.event == "open" and path in e.detail for e in events), [str(b) for b in blocks]
