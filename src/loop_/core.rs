@@ -105,6 +105,37 @@ fn seconds_to_ns(s: f64) -> u64 {
     }
 }
 
+/// asyncio's Handle runs a callback scheduled without `context=` in a *copy* of the context
+/// current when it was scheduled, so later changes by the scheduler do not leak into it.
+/// (CPython's Task and Future always pass their context, so this copy is off the hot path.)
+fn context_or_copy(py: Python<'_>, context: Option<Bound<'_, PyAny>>) -> PyResult<Option<Py<PyAny>>> {
+    match context {
+        Some(c) if !c.is_none() => Ok(Some(c.unbind())),
+        _ => {
+            // SAFETY: called with the GIL held; returns a new reference or NULL with an error.
+            let p = unsafe { pyo3::ffi::PyContext_CopyCurrent() };
+            if p.is_null() {
+                return Err(PyErr::fetch(py));
+            }
+            // SAFETY: `p` is a new, owned reference.
+            Ok(Some(unsafe { Bound::from_owned_ptr(py, p) }.unbind()))
+        }
+    }
+}
+
+/// The deadline of `call_later(delay)`: `now + delay` in ns, never rounded earlier. Negative
+/// delays stay ordered by their `when` (asyncio fires `call_later(-2)` before `call_later(-1)`);
+/// NaN is due at once.
+fn deadline_after(now: u64, delay: f64) -> u64 {
+    if delay.is_nan() {
+        0
+    } else if delay >= 0.0 {
+        now.saturating_add(seconds_to_ns(delay))
+    } else {
+        now.saturating_sub(seconds_to_ns(-delay))
+    }
+}
+
 fn closed_error() -> PyErr {
     PyRuntimeError::new_err("Event loop is closed")
 }
@@ -183,7 +214,7 @@ impl LoopCore {
         args: &Bound<'_, PyTuple>,
         context: Option<Bound<'_, PyAny>>,
     ) -> PyResult<Py<Handle>> {
-        let context = context.filter(|c| !c.is_none()).map(Bound::unbind);
+        let context = context_or_copy(slf.py(), context)?;
         let core = HandleCore::new(callback.clone().unbind(), args.clone().unbind(), context, slf.clone().into_any().unbind(), None);
         Py::new(slf.py(), Handle { core })
     }
@@ -197,7 +228,7 @@ impl LoopCore {
         context: Option<Bound<'_, PyAny>>,
     ) -> PyResult<Py<TimerHandle>> {
         let py = slf.py();
-        let context = context.filter(|c| !c.is_none()).map(Bound::unbind);
+        let context = context_or_copy(py, context)?;
         let timer = TimerInfo { when_ns, when, scheduled: AtomicBool::new(true) };
         let core = HandleCore::new(callback.clone().unbind(), args.clone().unbind(), context, slf.clone().into_any().unbind(), Some(timer));
         let th = Py::new(py, TimerHandle { core })?;
@@ -574,7 +605,7 @@ impl LoopCore {
         Self::check_callback(slf, callback, "call_later")?;
         let now = monotonic_ns();
         let when = now as f64 / 1e9 + delay;
-        let when_ns = if delay.is_nan() { 0 } else { now.saturating_add(seconds_to_ns(delay)) };
+        let when_ns = deadline_after(now, delay);
         Self::schedule_at(slf, when, when_ns, callback, args, context)
     }
 
@@ -776,7 +807,18 @@ impl LoopCore {
 
 #[cfg(test)]
 mod tests {
-    use super::seconds_to_ns;
+    use super::{deadline_after, seconds_to_ns};
+
+    #[test]
+    fn negative_delays_keep_their_order() {
+        let now = 10_000_000_000;
+        assert!(deadline_after(now, -2.0) < deadline_after(now, -1.0));
+        assert!(deadline_after(now, -1.0) < deadline_after(now, 0.0));
+        assert_eq!(deadline_after(now, 0.0), now);
+        assert_eq!(deadline_after(now, f64::NAN), 0);
+        assert_eq!(deadline_after(now, -1e300), 0);
+        assert_eq!(deadline_after(now, f64::INFINITY), u64::MAX);
+    }
 
     #[test]
     fn deadlines_round_up_and_saturate() {
