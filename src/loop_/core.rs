@@ -27,7 +27,7 @@ use pyo3::types::{PyInt, PyTuple};
 use pyo3::{PyTraverseError, PyVisit};
 
 use super::gil_cell::GilCell;
-use super::handle::{AnyHandle, Handle, HandleCore, TimerHandle, TimerInfo};
+use super::handle::{AnyHandle, Args, Handle, HandleCore, TimerHandle, TimerInfo};
 use super::timers::TimerHeap;
 use crate::errors::os_error;
 use crate::reactor::sys::monotonic_ns;
@@ -166,7 +166,7 @@ impl LoopCore {
     pub(crate) fn call_soon_impl(
         slf: &Bound<'_, Self>,
         callback: &Bound<'_, PyAny>,
-        args: &Bound<'_, PyTuple>,
+        args: Args,
         context: Option<Bound<'_, PyAny>>,
     ) -> PyResult<Py<Handle>> {
         let this = slf.get();
@@ -211,11 +211,11 @@ impl LoopCore {
     fn new_handle(
         slf: &Bound<'_, Self>,
         callback: &Bound<'_, PyAny>,
-        args: &Bound<'_, PyTuple>,
+        args: Args,
         context: Option<Bound<'_, PyAny>>,
     ) -> PyResult<Py<Handle>> {
         let context = context_or_copy(slf.py(), context)?;
-        let core = HandleCore::new(callback.clone().unbind(), args.clone().unbind(), context, slf.clone().into_any().unbind(), None);
+        let core = HandleCore::new(callback.clone().unbind(), args, context, slf.clone().into_any().unbind(), None);
         Py::new(slf.py(), Handle { core })
     }
 
@@ -230,7 +230,7 @@ impl LoopCore {
         let py = slf.py();
         let context = context_or_copy(py, context)?;
         let timer = TimerInfo { when_ns, when, scheduled: AtomicBool::new(true) };
-        let core = HandleCore::new(callback.clone().unbind(), args.clone().unbind(), context, slf.clone().into_any().unbind(), Some(timer));
+        let core = HandleCore::new(callback.clone().unbind(), Args::from_tuple(args), context, slf.clone().into_any().unbind(), Some(timer));
         let th = Py::new(py, TimerHandle { core })?;
         slf.get().st.borrow_mut(py)?.timers.push(when_ns, th.clone_ref(py));
         Ok(th)
@@ -248,7 +248,7 @@ impl LoopCore {
         this.check_open()?;
         let fd = fileobj_to_fd(fd)?;
         Self::check_callback(slf, callback, if writer { "add_writer" } else { "add_reader" })?;
-        let handle = Self::new_handle(slf, callback, args, None)?;
+        let handle = Self::new_handle(slf, callback, Args::from_tuple(args), None)?;
         let (old, want_r, want_w) = {
             let mut st = this.st.borrow_mut(py)?;
             let e = st.fds.entry(fd).or_default();
@@ -576,7 +576,7 @@ impl LoopCore {
         let this = slf.get();
         this.check_open()?;
         Self::check_callback(slf, callback, "call_soon_threadsafe")?;
-        let h = Self::new_handle(slf, callback, args, context)?;
+        let h = Self::new_handle(slf, callback, Args::from_tuple(args), context)?;
         let py = slf.py();
         this.st.borrow_mut(py)?.ready.push_back(AnyHandle::Plain(h.clone_ref(py)));
         if this.needs_wake.load(Ordering::SeqCst) {

@@ -4,7 +4,7 @@
 //! and every future callback: it is the hottest entry point of the project. The generic PyO3
 //! wrapper costs a type check of `self`, a `*args` tuple built even when empty, keyword
 //! matching by string comparison, and thread-local bookkeeping. Here the method descriptor has
-//! already checked `self`'s type, the empty-arguments case reuses the empty tuple, and
+//! already checked `self`'s type, zero or one argument is stored inline (no tuple), and
 //! `context` is recognised by pointer identity with the interned name (falling back to a string
 //! comparison for non-interned names).
 
@@ -17,6 +17,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
 use super::core::LoopCore;
+use super::handle::Args;
 
 /// # Safety
 /// `slf`, `args`, `nargs` and `kwnames` must be what CPython passed to a `METH_FASTCALL |
@@ -55,15 +56,18 @@ unsafe fn call_soon_impl(
             }
         }
     }
-    let rest = if nargs == 1 {
-        PyTuple::empty(py)
-    } else {
-        // SAFETY: args[1..nargs] are the borrowed positional arguments after the callback.
-        let items = unsafe { std::slice::from_raw_parts(args.offset(1), (nargs - 1) as usize) };
-        // SAFETY: each item is a borrowed object pointer from that slice.
-        PyTuple::new(py, items.iter().map(|&p| unsafe { Bound::from_borrowed_ptr(py, p) }))?
+    let rest = match nargs {
+        1 => Args::None,
+        // SAFETY: args[1] is the borrowed second positional argument.
+        2 => Args::One(unsafe { Bound::from_borrowed_ptr(py, *args.offset(1)) }.unbind()),
+        _ => {
+            // SAFETY: args[1..nargs] are the borrowed positional arguments after the callback.
+            let items = unsafe { std::slice::from_raw_parts(args.offset(1), (nargs - 1) as usize) };
+            // SAFETY: each item is a borrowed object pointer from that slice.
+            Args::Many(PyTuple::new(py, items.iter().map(|&p| unsafe { Bound::from_borrowed_ptr(py, p) }))?.unbind())
+        }
     };
-    let h = LoopCore::call_soon_impl(&slf, &callback, &rest, context)?;
+    let h = LoopCore::call_soon_impl(&slf, &callback, rest, context)?;
     Ok(h.into_ptr())
 }
 

@@ -1,11 +1,13 @@
 //! `Handle` and `TimerHandle`: what `call_soon`/`call_later` return, with asyncio's API
 //! (`cancel`, `cancelled`, `get_context`, `when`, `_run`, `_callback`, `_args`).
 //!
-//! A handle is created on every `call_soon` — the C Task calls it on every step — so both
-//! classes are small frozen objects allocated from a free-list: the callback and its argument
-//! tuple (handed straight to `PyObject_Call`, which vectorcalls from the tuple's items), the
-//! context, and an atomic flag. They are two separate classes sharing one `HandleCore` rather
-//! than a subclass pair because a free-list may only recycle objects of exactly one type.
+//! A handle is created on every `call_soon` — the C Task calls it on every step, the C Future
+//! for every done-callback (`call_soon(cb, fut, context=ctx)`) — so both classes are small
+//! frozen objects: the callback, its arguments stored inline when there are none or one (the
+//! common cases: no tuple is built, and the call is a direct vectorcall), the context, and an
+//! atomic flag. They are two classes sharing one `HandleCore` rather than a subclass pair, so
+//! that neither pays for the other's fields and the queues can tell them apart cheaply. (No
+//! free-list: PyO3's takes a mutex per allocation and measured no faster than pymalloc.)
 //! Cancelling drops the callback and its arguments at once, like asyncio, so a cancelled timer
 //! does not keep large objects alive until it reaches the top of the heap.
 
@@ -28,21 +30,63 @@ pub struct TimerInfo {
     pub scheduled: AtomicBool,
 }
 
+/// A callback's positional arguments.
+pub enum Args {
+    None,
+    One(Py<PyAny>),
+    Many(Py<PyTuple>),
+}
+
+impl Args {
+    pub fn from_tuple(t: &Bound<'_, PyTuple>) -> Args {
+        match t.len() {
+            0 => Args::None,
+            // SAFETY-free: index 0 exists.
+            1 => Args::One(t.get_item(0).expect("len is 1").unbind()),
+            _ => Args::Many(t.clone().unbind()),
+        }
+    }
+
+    fn clone_ref(&self, py: Python<'_>) -> Args {
+        match self {
+            Args::None => Args::None,
+            Args::One(a) => Args::One(a.clone_ref(py)),
+            Args::Many(t) => Args::Many(t.clone_ref(py)),
+        }
+    }
+
+    fn to_tuple(&self, py: Python<'_>) -> PyResult<Py<PyTuple>> {
+        Ok(match self {
+            Args::None => PyTuple::empty(py).unbind(),
+            Args::One(a) => PyTuple::new(py, [a.bind(py)])?.unbind(),
+            Args::Many(t) => t.clone_ref(py),
+        })
+    }
+
+    fn traverse(&self, visit: &PyVisit<'_>) -> Result<(), PyTraverseError> {
+        match self {
+            Args::None => Ok(()),
+            Args::One(a) => visit.call(a),
+            Args::Many(t) => visit.call(t),
+        }
+    }
+}
+
 pub struct HandleCore {
-    pub(crate) cb: GilCell<Option<(Py<PyAny>, Py<PyTuple>)>>,
+    pub(crate) cb: GilCell<Option<(Py<PyAny>, Args)>>,
     pub(crate) context: Option<Py<PyAny>>,
     pub(crate) loop_: Py<PyAny>,
     pub(crate) cancelled: AtomicBool,
     pub(crate) timer: Option<TimerInfo>,
 }
 
-#[pyclass(module = "ringloop._core", frozen, freelist = 1024, weakref)]
+#[pyclass(module = "ringloop._core", frozen, weakref)]
 pub struct Handle {
     pub(crate) core: HandleCore,
 }
 
 /// asyncio's `TimerHandle`: a handle with a deadline, ordered by it.
-#[pyclass(module = "ringloop._core", frozen, freelist = 256, weakref)]
+#[pyclass(module = "ringloop._core", frozen, weakref)]
 pub struct TimerHandle {
     pub(crate) core: HandleCore,
 }
@@ -87,7 +131,7 @@ impl AnyHandle {
 impl HandleCore {
     pub fn new(
         callback: Py<PyAny>,
-        args: Py<PyTuple>,
+        args: Args,
         context: Option<Py<PyAny>>,
         loop_: Py<PyAny>,
         timer: Option<TimerInfo>,
@@ -102,7 +146,7 @@ impl HandleCore {
 
     /// Mark cancelled and hand back the callback and arguments for the caller to drop outside
     /// any borrow of loop state.
-    pub(crate) fn take_cancel(&self, py: Python<'_>) -> PyResult<Option<(Py<PyAny>, Py<PyTuple>)>> {
+    pub(crate) fn take_cancel(&self, py: Python<'_>) -> PyResult<Option<(Py<PyAny>, Args)>> {
         if self.cancelled.swap(true, Ordering::Relaxed) {
             return Ok(None);
         }
@@ -120,8 +164,9 @@ impl HandleCore {
     /// `KeyboardInterrupt`, which propagate out of the loop as in asyncio; every other
     /// exception goes to the loop's exception handler. `obj` is this handle's Python object.
     pub(crate) fn run(&self, py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<()> {
-        // Own the callback for the duration of the call: it may cancel its own handle.
-        let Some((cb, args)) = self.cb.borrow(py)?.as_ref().map(|(c, a)| (c.clone_ref(py), a.clone_ref(py))) else {
+        // Own the callback for the duration of the call: it may cancel its own handle. (Bound,
+        // not Py: dropping a Bound decrefs directly, a Py first checks a thread-local.)
+        let Some((cb, args)) = self.cb.borrow(py)?.as_ref().map(|(c, a)| (c.bind(py).clone(), a.clone_ref(py))) else {
             return Ok(());
         };
         let result = match &self.context {
@@ -160,14 +205,15 @@ impl HandleCore {
     }
 
     fn args(&self, py: Python<'_>) -> PyResult<Option<Py<PyTuple>>> {
-        Ok(self.cb.borrow(py)?.as_ref().map(|(_, a)| a.clone_ref(py)))
+        let args = self.cb.borrow(py)?.as_ref().map(|(_, a)| a.clone_ref(py));
+        args.map(|a| a.to_tuple(py)).transpose()
     }
 
     fn traverse(&self, visit: &PyVisit<'_>) -> Result<(), PyTraverseError> {
         if let Some(cb) = self.cb.try_borrow_unattached() {
             if let Some((c, a)) = cb.as_ref() {
                 visit.call(c)?;
-                visit.call(a)?;
+                a.traverse(visit)?;
             }
         }
         visit.call(&self.context)?;
@@ -185,10 +231,19 @@ impl HandleCore {
 }
 
 #[inline]
-fn call(py: Python<'_>, cb: &Py<PyAny>, args: &Py<PyTuple>) -> PyResult<()> {
-    // SAFETY: both pointers are live owned references; PyObject_Call vectorcalls straight from
-    // the tuple's item array for vectorcall-capable callables, so no copy is made.
-    let r = unsafe { ffi::PyObject_Call(cb.as_ptr(), args.as_ptr(), std::ptr::null_mut()) };
+fn call(py: Python<'_>, cb: &Bound<'_, PyAny>, args: &Args) -> PyResult<()> {
+    let r = match args {
+        // SAFETY: `cb` is a live owned reference; no arguments.
+        Args::None => unsafe { ffi::PyObject_Vectorcall(cb.as_ptr(), std::ptr::null(), 0, std::ptr::null_mut()) },
+        Args::One(a) => {
+            let argv = [a.as_ptr()];
+            // SAFETY: `argv` holds one live reference and outlives the call.
+            unsafe { ffi::PyObject_Vectorcall(cb.as_ptr(), argv.as_ptr(), 1, std::ptr::null_mut()) }
+        }
+        // SAFETY: both are live owned references; PyObject_Call vectorcalls from the tuple's
+        // item array for vectorcall-capable callables, so no copy is made.
+        Args::Many(t) => unsafe { ffi::PyObject_Call(cb.as_ptr(), t.as_ptr(), std::ptr::null_mut()) },
+    };
     if r.is_null() {
         Err(PyErr::fetch(py))
     } else {
