@@ -105,7 +105,9 @@ class Loop(_core.LoopCore, SockOpsMixin, SignalMixin, base_events.BaseEventLoop)
         """Debug mode: the warning asyncio logs for a callback slower than
         `slow_callback_duration`."""
         fmt = getattr(base_events, "_format_handle", str)
-        logger.warning("Executing %s took %.3f seconds", fmt(handle), dt)
+        # Through `base_events.logger`, as asyncio's `_run_once` does, so that whoever patches
+        # it (CPython's test_log_slow_callbacks, log-capturing tools) sees this warning too.
+        base_events.logger.warning("Executing %s took %.3f seconds", fmt(handle), dt)
 
     # -- transports bookkeeping (used by sock_* and, later, native transports) ---------------
 
