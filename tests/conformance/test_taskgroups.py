@@ -1,0 +1,13 @@
+"""CPython's test_asyncio.test_taskgroups (task groups) on each loop.
+
+These are `IsolatedAsyncioTestCase` suites: their loop comes from the event-loop policy, which
+the generated classes set for their duration.
+"""
+
+from test.test_asyncio import test_taskgroups as cpython
+
+from ._loops import loop_classes
+
+loop_classes(globals(), "TestTaskGroup", cpython.TestTaskGroup, factory_attr=None, policy=True)
+
+tearDownModule = cpython.tearDownModule
