@@ -99,7 +99,6 @@ SKIP: dict[str, str] = {
     "test_sendfile.SendfileTests.test_sendfile_for_closing_transp": SENDFILE_TR,
     "test_sendfile.SendfileTests.test_sendfile_force_fallback": SENDFILE_TR,
     "test_sendfile.SendfileTests.test_sendfile_force_unsupported_native": SENDFILE_TR,
-    "test_sendfile.SendfileTests.test_sendfile_no_fallback_for_fallback_transport": SENDFILE_TR,
     "test_sendfile.SendfileTests.test_sendfile_not_supported": SENDFILE_TR,
     "test_sendfile.SendfileTests.test_sendfile_partial": SENDFILE_TR,
     "test_sendfile.SendfileTests.test_sendfile_pre_and_post_data": SENDFILE_TR,
