@@ -26,4 +26,8 @@ def handle_repr(handle) -> str:
         info.append(f"when={when}")
     if handle._callback is not None:
         info.append(callback_source(handle._callback, handle._args))
+    tb = handle._source_traceback
+    if tb:
+        frame = tb[-1]
+        info.append(f"created at {frame[0]}:{frame[1]}")
     return "<{}>".format(" ".join(info))

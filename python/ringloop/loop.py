@@ -99,6 +99,8 @@ class Loop(_core.LoopCore, SockOpsMixin, SignalMixin, base_events.BaseEventLoop)
             "exception": exc,
             "handle": handle,
         }
+        if handle._source_traceback:
+            context["source_traceback"] = handle._source_traceback
         self.call_exception_handler(context)
 
     def _log_slow_callback(self, handle, dt: float) -> None:

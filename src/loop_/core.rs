@@ -59,6 +59,32 @@ struct Io {
     events: Vec<Event>,
 }
 
+/// Totals over every timed slice, for the watch's metrics (`ringloop_watch_slice_duration_seconds`).
+#[derive(Default)]
+struct SliceStats {
+    count: u64,
+    total_ns: u64,
+    max_ns: u64,
+    /// Cumulative: `hist[i]` counts slices longer than `bounds[i]` (ascending bounds).
+    bounds: Vec<u64>,
+    hist: Vec<u64>,
+}
+
+impl SliceStats {
+    #[inline]
+    fn record(&mut self, dt: u64) {
+        self.count += 1;
+        self.total_ns += dt;
+        self.max_ns = self.max_ns.max(dt);
+        for (b, h) in self.bounds.iter().zip(self.hist.iter_mut()) {
+            if dt <= *b {
+                break;
+            }
+            *h += 1;
+        }
+    }
+}
+
 /// What the watch (`ringloop.watch`) and the watchdog read about the slice running now.
 /// Shared with threads that never take the GIL, hence atomics.
 #[derive(Default)]
@@ -88,6 +114,7 @@ pub struct LoopCore {
     /// Forward I/O audit events raised inside timed slices to the watch's sink.
     watch_audit: AtomicBool,
     sampler: GilCell<Option<Sampler>>,
+    stats: GilCell<SliceStats>,
     /// The loop thread's PyThreadState while `run_forever` runs (for the native sampler).
     tstate: ThreadStateCell,
     pub(crate) slice: Arc<SliceClock>,
@@ -121,6 +148,14 @@ fn context_or_copy(py: Python<'_>, context: Option<Bound<'_, PyAny>>) -> PyResul
             Ok(Some(unsafe { Bound::from_owned_ptr(py, p) }.unbind()))
         }
     }
+}
+
+/// Debug mode: where the handle was created, as asyncio records it (`Handle._source_traceback`,
+/// shown by the exception handler). Called from Rust, `sys._getframe(0)` is already the Python
+/// frame that called `call_soon`/`call_later`, so no frame needs trimming.
+fn source_traceback(py: Python<'_>) -> PyResult<Py<PyAny>> {
+    let frame = py.import("sys")?.call_method1("_getframe", (0,))?;
+    Ok(py.import("asyncio.format_helpers")?.call_method1("extract_stack", (frame,))?.unbind())
 }
 
 /// The deadline of `call_later(delay)`: `now + delay` in ns, never rounded earlier. Negative
@@ -214,9 +249,13 @@ impl LoopCore {
         args: Args,
         context: Option<Bound<'_, PyAny>>,
     ) -> PyResult<Py<Handle>> {
-        let context = context_or_copy(slf.py(), context)?;
-        let core = HandleCore::new(callback.clone().unbind(), args, context, slf.clone().into_any().unbind(), None);
-        Py::new(slf.py(), Handle { core })
+        let py = slf.py();
+        let context = context_or_copy(py, context)?;
+        let mut core = HandleCore::new(callback.clone().unbind(), args, context, slf.clone().into_any().unbind(), None);
+        if slf.get().debug.load(Ordering::Relaxed) {
+            core.source_tb = Some(source_traceback(py)?);
+        }
+        Py::new(py, Handle { core })
     }
 
     fn schedule_at(
@@ -230,7 +269,10 @@ impl LoopCore {
         let py = slf.py();
         let context = context_or_copy(py, context)?;
         let timer = TimerInfo { when_ns, when, scheduled: AtomicBool::new(true) };
-        let core = HandleCore::new(callback.clone().unbind(), Args::from_tuple(args), context, slf.clone().into_any().unbind(), Some(timer));
+        let mut core = HandleCore::new(callback.clone().unbind(), Args::from_tuple(args), context, slf.clone().into_any().unbind(), Some(timer));
+        if slf.get().debug.load(Ordering::Relaxed) {
+            core.source_tb = Some(source_traceback(py)?);
+        }
         let th = Py::new(py, TimerHandle { core })?;
         slf.get().st.borrow_mut(py)?.timers.push(when_ns, th.clone_ref(py));
         Ok(th)
@@ -445,6 +487,9 @@ impl LoopCore {
         }
         let dt = monotonic_ns().saturating_sub(t0);
         this.slice.start_ns.store(0, Ordering::Release);
+        if let Ok(mut st) = this.stats.borrow_mut(py) {
+            st.record(dt);
+        }
         r?;
         if this.debug.load(Ordering::Relaxed) && dt >= this.slow_callback_ns.load(Ordering::Relaxed) {
             slf.call_method1("_log_slow_callback", (h.as_any(), dt as f64 / 1e9))?;
@@ -502,6 +547,7 @@ impl LoopCore {
             watch_hook: GilCell::new(None),
             watch_audit: AtomicBool::new(false),
             sampler: GilCell::new(None),
+            stats: GilCell::new(SliceStats::default()),
             tstate: Arc::default(),
             slice: Arc::new(SliceClock::default()),
         })
@@ -648,7 +694,9 @@ impl LoopCore {
     fn _run_forever_native(slf: &Bound<'_, Self>) -> PyResult<()> {
         let this = slf.get();
         // SAFETY: we hold the GIL, so this thread has a current thread state.
-        this.tstate.store(unsafe { pyo3::ffi::PyThreadState_Get() }, Ordering::Release);
+        this.tstate.tstate.store(unsafe { pyo3::ffi::PyThreadState_Get() }, Ordering::Release);
+        // SAFETY: pthread_self has no preconditions.
+        this.tstate.pthread.store(unsafe { libc::pthread_self() } as u64, Ordering::Release);
         let r = loop {
             if let Err(e) = Self::run_once(slf) {
                 break Err(e);
@@ -657,7 +705,8 @@ impl LoopCore {
                 break Ok(());
             }
         };
-        this.tstate.store(std::ptr::null_mut(), Ordering::Release);
+        this.tstate.pthread.store(0, Ordering::Release);
+        this.tstate.tstate.store(std::ptr::null_mut(), Ordering::Release);
         r
     }
 
@@ -765,6 +814,26 @@ impl LoopCore {
     /// `[(t_ns, [(filename, lineno, function), ...outermost first]), ...]`.
     fn _native_samples(&self, py: Python<'_>, seq: u64) -> PyResult<Vec<Sample>> {
         Ok(self.sampler.borrow(py)?.as_ref().map(|s| s.samples(seq)).unwrap_or_default())
+    }
+
+    /// Set the histogram bounds (ns, ascending) and reset the slice totals.
+    fn _slice_stats_reset(&self, py: Python<'_>, bounds_ns: Vec<u64>) -> PyResult<()> {
+        let mut st = self.stats.borrow_mut(py)?;
+        *st = SliceStats { hist: vec![0; bounds_ns.len()], bounds: bounds_ns, ..SliceStats::default() };
+        Ok(())
+    }
+
+    /// Forget the longest slice seen (the loop-lag gauge is "longest since the last scrape").
+    fn _slice_max_reset(&self, py: Python<'_>) -> PyResult<()> {
+        self.stats.borrow_mut(py)?.max_ns = 0;
+        Ok(())
+    }
+
+    /// `(count, total_ns, max_ns, hist)` over every slice timed since the last reset;
+    /// `hist[i]` counts slices longer than bound `i`.
+    fn _slice_stats(&self, py: Python<'_>) -> PyResult<(u64, u64, u64, Vec<u64>)> {
+        let st = self.stats.borrow(py)?;
+        Ok((st.count, st.total_ns, st.max_ns, st.hist.clone()))
     }
 
     #[getter]

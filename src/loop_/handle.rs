@@ -78,6 +78,8 @@ pub struct HandleCore {
     pub(crate) loop_: Py<PyAny>,
     pub(crate) cancelled: AtomicBool,
     pub(crate) timer: Option<TimerInfo>,
+    /// Debug mode only: where the handle was created.
+    pub(crate) source_tb: Option<Py<PyAny>>,
 }
 
 #[pyclass(module = "ringloop._core", frozen, weakref)]
@@ -136,7 +138,14 @@ impl HandleCore {
         loop_: Py<PyAny>,
         timer: Option<TimerInfo>,
     ) -> Self {
-        HandleCore { cb: GilCell::new(Some((callback, args))), context, loop_, cancelled: AtomicBool::new(false), timer }
+        HandleCore {
+            cb: GilCell::new(Some((callback, args))),
+            context,
+            loop_,
+            cancelled: AtomicBool::new(false),
+            timer,
+            source_tb: None,
+        }
     }
 
     #[inline]
@@ -217,6 +226,7 @@ impl HandleCore {
             }
         }
         visit.call(&self.context)?;
+        visit.call(&self.source_tb)?;
         visit.call(&self.loop_)
     }
 
@@ -303,8 +313,8 @@ macro_rules! handle_pymethods {
             }
 
             #[getter]
-            fn _source_traceback(&self) -> Option<Py<PyAny>> {
-                None
+            fn _source_traceback(&self, py: Python<'_>) -> Option<Py<PyAny>> {
+                self.core.source_tb.as_ref().map(|t| t.clone_ref(py))
             }
 
             fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {

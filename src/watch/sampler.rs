@@ -2,24 +2,32 @@
 //!
 //! Why without the GIL: a slice that blocks inside a C call holding the GIL (`sum(range(10**8))`,
 //! `re` on a pathological pattern, a C extension) cannot be observed by a Python watchdog — it
-//! would only get the GIL after the call returned, and sample the wrong line. CPython's own
-//! `faulthandler` solves the same problem (dumping a hung process) with `_Py_DumpTraceback`,
-//! which walks a thread's frames without the GIL and writes them, async-signal-safely, to a file
-//! descriptor. We call it on the loop thread's `PyThreadState` into a pipe and parse the text.
+//! would only get the GIL after the call returned, and sample the wrong line.
+//!
+//! How: the watchdog thread sends a signal to the loop thread; the handler, running *on the loop
+//! thread*, writes that thread's own stack with `_Py_DumpTraceback` (what `faulthandler` uses in
+//! its signal handlers: async-signal-safe, no allocation, no GIL) into a pipe, and the watchdog
+//! reads and parses it. The thread being sampled is stopped inside the handler while its frames
+//! are read, so they cannot change under the reader — reading them from another thread while
+//! the loop thread runs Python code is a data race that crashes (seen in testing), which is why
+//! this is done with a signal, as vmprof does.
 //!
 //! OS/CPython facts relied on:
 //! - `_Py_DumpTraceback(fd, tstate)` is exported by libpython (PyAPI_FUNC in
-//!   `pycore_traceback.h`, 3.8 to 3.13); it is looked up with `dlsym` so a Python without it
+//!   `pycore_traceback.h`, 3.8 to 3.13); it is looked up with `dlsym`, so a Python without it
 //!   only loses this sampler (the Python sampler still works).
-//! - It reads frames that the loop thread may be changing at that moment: like faulthandler,
-//!   the result is best effort. We only sample after a slice has run longer than the arm point
-//!   (the thread is then usually stuck), and samples taken across a slice boundary are dropped
-//!   by comparing the slice sequence number before and after the dump.
+//! - The signal is the first real-time signal from SIGRTMIN+4 up whose disposition is SIG_DFL;
+//!   the handler is installed with SA_RESTART and saves/restores errno. A blocked syscall of
+//!   the loop thread that the kernel never restarts (nanosleep, select) sees EINTR, which
+//!   CPython retries (PEP 475); we only signal a slice that has already blocked longer than the
+//!   arm point, and only while the watch is on.
+//! - Samples taken across a slice boundary are dropped by comparing the slice sequence before
+//!   and after the dump.
 //! - Output format: `  File "path", line N in name` per frame, most recent first.
 
 use std::ffi::{c_int, c_void};
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -46,7 +54,7 @@ fn dump_fn() -> Option<DumpFn> {
 }
 
 pub fn available() -> bool {
-    dump_fn().is_some()
+    dump_fn().is_some() && sample_signal().is_some()
 }
 
 /// One frame: (filename, line, function), as `_Py_DumpTraceback` printed it.
@@ -87,8 +95,61 @@ impl Store {
     }
 }
 
-/// The loop thread's `PyThreadState`, published by `run_forever` (null when not running).
-pub type ThreadStateCell = Arc<AtomicPtr<ffi::PyThreadState>>;
+/// The loop thread, published by `run_forever` while it runs: its `PyThreadState` (null when
+/// not running) and its pthread id (the signal's target).
+#[derive(Default)]
+pub struct LoopThread {
+    pub tstate: AtomicPtr<ffi::PyThreadState>,
+    pub pthread: AtomicU64,
+}
+
+pub type ThreadStateCell = Arc<LoopThread>;
+
+/// What the signal handler dumps: one request at a time, process-wide.
+static REQ_FD: AtomicI32 = AtomicI32::new(-1);
+static REQ_TSTATE: AtomicPtr<ffi::PyThreadState> = AtomicPtr::new(std::ptr::null_mut());
+static REQ_LOCK: Mutex<()> = Mutex::new(());
+const END_MARK: &[u8] = b"\n<ringloop-end>\n";
+
+extern "C" fn on_sample_signal(_sig: c_int) {
+    // SAFETY: async-signal-safe work only: atomics, errno save/restore, write(2) and
+    // _Py_DumpTraceback (designed for signal handlers). We run on the loop thread itself.
+    unsafe {
+        let saved = *libc::__errno_location();
+        let fd = REQ_FD.load(Ordering::Acquire);
+        let ts = REQ_TSTATE.load(Ordering::Acquire);
+        if fd >= 0 {
+            if let (false, Some(f)) = (ts.is_null(), dump_fn()) {
+                f(fd, ts);
+            }
+            libc::write(fd, END_MARK.as_ptr().cast(), END_MARK.len());
+        }
+        *libc::__errno_location() = saved;
+    }
+}
+
+/// The signal used to sample, installed once; `None` if every candidate is taken.
+fn sample_signal() -> Option<c_int> {
+    static SIG: OnceLock<Option<c_int>> = OnceLock::new();
+    *SIG.get_or_init(|| {
+        let (lo, hi) = (libc::SIGRTMIN() + 4, libc::SIGRTMAX());
+        (lo..=hi).find(|&sig| {
+            // SAFETY: zeroed sigaction structs are valid; querying and setting a real-time
+            // signal's disposition has no other precondition.
+            unsafe {
+                let mut old: libc::sigaction = std::mem::zeroed();
+                if libc::sigaction(sig, std::ptr::null(), &mut old) != 0 || old.sa_sigaction != libc::SIG_DFL {
+                    return false;
+                }
+                let mut sa: libc::sigaction = std::mem::zeroed();
+                sa.sa_sigaction = on_sample_signal as extern "C" fn(c_int) as usize;
+                sa.sa_flags = libc::SA_RESTART;
+                libc::sigemptyset(&mut sa.sa_mask);
+                libc::sigaction(sig, &sa, std::ptr::null_mut()) == 0
+            }
+        })
+    })
+}
 
 struct Shared {
     slice: Arc<SliceClock>,
@@ -118,22 +179,53 @@ pub fn parse_dump(text: &str) -> Vec<Frame> {
     frames
 }
 
-fn dump(f: DumpFn, rd: RawFd, wr: RawFd, tstate: *mut ffi::PyThreadState) -> String {
-    // SAFETY: `wr` is our pipe; `tstate` belongs to a thread that is inside run_forever (see
-    // the module docs for why reading its frames concurrently is accepted, as in faulthandler).
-    unsafe { f(wr, tstate) };
+/// Have the loop thread dump its own stack (see the module docs) and return the text.
+fn dump(sig: c_int, rd: RawFd, wr: RawFd, thread: &LoopThread) -> Option<String> {
+    let _one_at_a_time = REQ_LOCK.lock().ok()?;
+    let ts = thread.tstate.load(Ordering::Acquire);
+    let pt = thread.pthread.load(Ordering::Acquire);
+    if ts.is_null() || pt == 0 {
+        return None;
+    }
+    REQ_TSTATE.store(ts, Ordering::Release);
+    REQ_FD.store(wr, Ordering::Release);
+    // SAFETY: `pt` is the pthread id of the loop thread, published while it is inside
+    // run_forever (and a slice is running, checked by the caller), so the thread is alive.
+    let sent = unsafe { libc::pthread_kill(pt as libc::pthread_t, sig) } == 0;
     let mut out = Vec::new();
+    if sent {
+        let deadline = monotonic_ns() + 200_000_000;
+        let mut buf = [0u8; 8192];
+        while !out.ends_with(END_MARK) && monotonic_ns() < deadline {
+            let mut pfd = libc::pollfd { fd: rd, events: libc::POLLIN, revents: 0 };
+            // SAFETY: one valid pollfd.
+            if unsafe { libc::poll(&mut pfd, 1, 50) } <= 0 {
+                continue;
+            }
+            while let Ok(n) = syscall!(read(rd, buf.as_mut_ptr().cast(), buf.len())) {
+                if n <= 0 {
+                    break;
+                }
+                out.extend_from_slice(&buf[..n as usize]);
+            }
+        }
+    }
+    REQ_FD.store(-1, Ordering::Release);
+    REQ_TSTATE.store(std::ptr::null_mut(), Ordering::Release);
+    // A handler that ran late (after the deadline) may still write: drain before the next use.
     let mut buf = [0u8; 8192];
     while let Ok(n) = syscall!(read(rd, buf.as_mut_ptr().cast(), buf.len())) {
         if n <= 0 {
             break;
         }
-        out.extend_from_slice(&buf[..n as usize]);
     }
-    String::from_utf8_lossy(&out).into_owned()
+    if !out.ends_with(END_MARK) {
+        return None;
+    }
+    Some(String::from_utf8_lossy(&out[..out.len() - END_MARK.len()]).into_owned())
 }
 
-fn run(sh: Arc<Shared>, f: DumpFn) {
+fn run(sh: Arc<Shared>, sig: c_int) {
     let mut fds = [0; 2];
     if syscall!(pipe2(fds.as_mut_ptr(), libc::O_NONBLOCK | libc::O_CLOEXEC)).is_err() {
         return;
@@ -150,11 +242,7 @@ fn run(sh: Arc<Shared>, f: DumpFn) {
         if now.saturating_sub(start) < sh.arm_ns {
             continue;
         }
-        let ts = sh.tstate.load(Ordering::Acquire);
-        if ts.is_null() {
-            continue;
-        }
-        let text = dump(f, rd, wr, ts);
+        let Some(text) = dump(sig, rd, wr, &sh.tstate) else { continue };
         // A sample that straddles the end of the slice describes the next one: drop it.
         if sh.slice.seq.load(Ordering::Acquire) != seq || sh.slice.start_ns.load(Ordering::Acquire) != start {
             continue;
@@ -174,7 +262,8 @@ impl Sampler {
     /// Start sampling slices older than `arm_ns`, every `interval_ns`. `None` when this Python
     /// does not export `_Py_DumpTraceback`.
     pub fn start(slice: Arc<SliceClock>, tstate: ThreadStateCell, arm_ns: u64, interval_ns: u64) -> Option<Sampler> {
-        let f = dump_fn()?;
+        dump_fn()?;
+        let sig = sample_signal()?;
         let shared = Arc::new(Shared {
             slice,
             tstate,
@@ -184,7 +273,7 @@ impl Sampler {
             store: Mutex::new(Store::default()),
         });
         let sh = shared.clone();
-        let thread = std::thread::Builder::new().name("ringloop-watchdog".into()).spawn(move || run(sh, f)).ok()?;
+        let thread = std::thread::Builder::new().name("ringloop-watchdog".into()).spawn(move || run(sh, sig)).ok()?;
         Some(Sampler { shared, thread: Some(thread) })
     }
 

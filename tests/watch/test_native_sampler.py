@@ -81,3 +81,67 @@ def test_native_audit_hook_reports_file_io_in_strict_mode():
         os.unlink(path)
     events = [e for b in blocks for e in b.io_events]
     assert any(e.event == "open" and path in e.detail for e in events), [str(b) for b in blocks]
+
+
+def test_metrics_histogram_counts_every_slice_on_ringloop():
+    from ringloop.watch import metrics
+
+    async def main():
+        metrics.render()  # reset the lag gauge
+        before = metrics.snapshot(reset_lag=False)
+        async with no_blocking(threshold=10.0):
+            for _ in range(500):
+                await asyncio.sleep(0)
+            await asyncio.sleep(0.003)  # one timer slice too
+            import time
+
+            time.sleep(0.03)  # one slice over 25 ms, far below the 10 s threshold
+            await asyncio.sleep(0)
+            return before, metrics.snapshot(reset_lag=False)
+
+    loop = ringloop.new_event_loop()
+    try:
+        before, after = loop.run_until_complete(main())
+    finally:
+        loop.close()
+    assert after["slice_count"] - before["slice_count"] >= 500, (before, after)
+    over_25ms = dict(after["buckets"])
+    total = after["slice_count"]
+    assert total - over_25ms[0.025] >= 1, "the 30 ms slice is in the > 25 ms buckets"
+    assert after["loop_lag"] >= 0.03
+
+
+def _python_busy_loop(seconds: float) -> int:
+    import time
+
+    n, end = 0, time.monotonic() + seconds
+    while time.monotonic() < end:  # LINE: busy
+        n += 1
+    return n
+
+
+def test_native_sampling_of_running_python_code_is_safe_and_right():
+    # The loop thread runs Python bytecode the whole time it is sampled: the sampler must read
+    # its frames from the signal handler on that thread (reading them from another thread
+    # while they change crashed the process). Many slices, many samples each.
+    async def main():
+        found = []
+        for _ in range(5):
+            with pytest.raises(BlockingError) as ei:
+                async with no_blocking(threshold=0.005):
+                    await asyncio.sleep(0)
+                    _python_busy_loop(0.15)
+                    await asyncio.sleep(0)
+            found.extend(ei.value.blocks)
+        return found
+
+    loop = ringloop.new_event_loop()
+    try:
+        blocks = loop.run_until_complete(main())
+    finally:
+        loop.close()
+    busy = _line_of("LINE: busy", _python_busy_loop)
+    for b in blocks:
+        assert b.line is not None and b.line.name == "_python_busy_loop", str(b)
+        assert b.line.lineno in (busy, busy + 1), str(b)
+        assert b.sample_count >= 5, str(b)

@@ -8,7 +8,7 @@ default registry when that package is installed.
   The hot path only counts slices and sums their durations; bucket counts are kept for slices
   longer than 1 ms (rare), the ``le="0.001"`` bucket is derived from the total. On the
   heartbeat backend a "slice" is one heartbeat interval and its duration the beat's lateness;
-  on the native backend only slices over the reporting threshold are counted.
+  on the native backend the dispatcher counts every slice it times, with the same buckets.
 - ``ringloop_watch_blocks_total{kind}`` (counter): blocks reported, by kind.
 - ``ringloop_watch_loop_lag_seconds`` (gauge): the longest slice since the previous scrape,
   i.e. the longest any ready callback had to wait for the loop.

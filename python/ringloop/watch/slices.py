@@ -113,14 +113,72 @@ class NativeSliceState(SliceState):
     CLOCK_MONOTONIC start of the running slice, 0 between slices.
     """
 
-    __slots__ = ("loop", "initial_seq", "initial_start_ns")
+    __slots__ = (
+        "loop",
+        "initial_seq",
+        "initial_start_ns",
+        "_py_count",
+        "_py_total_ns",
+        "_py_max_ns",
+        "_py_hist",
+    )
 
     def __init__(self, monitor: Any, thread_id: int, loop: Any) -> None:
-        super().__init__(monitor, thread_id)
         self.loop = loop
+        if hasattr(loop, "_slice_stats_reset"):
+            loop._slice_stats_reset(list(_BUCKETS_NS))
+        super().__init__(monitor, thread_id)
         # The slice running when watching began, if the dispatcher was not timing it.
         self.initial_seq = -1
         self.initial_start_ns = 0
+
+    # Slice totals are kept by the dispatcher for *every* timed slice (not only the slow ones
+    # this class hears about), so the metrics histogram covers the whole distribution.
+    def _native_stats(self) -> tuple[int, int, int, list[int]] | None:
+        stats = getattr(self.loop, "_slice_stats", None)
+        return stats() if stats is not None else None
+
+    @property  # type: ignore[override]
+    def count(self) -> int:
+        st = self._native_stats()
+        return st[0] if st else self._py_count
+
+    @count.setter
+    def count(self, value: int) -> None:
+        self._py_count = value
+
+    @property  # type: ignore[override]
+    def total_ns(self) -> int:
+        st = self._native_stats()
+        return st[1] if st else self._py_total_ns
+
+    @total_ns.setter
+    def total_ns(self, value: int) -> None:
+        self._py_total_ns = value
+
+    @property  # type: ignore[override]
+    def max_ns(self) -> int:
+        st = self._native_stats()
+        return st[2] if st else self._py_max_ns
+
+    @max_ns.setter
+    def max_ns(self, value: int) -> None:
+        self._py_max_ns = value
+        if value == 0 and hasattr(self.loop, "_slice_max_reset"):
+            self.loop._slice_max_reset()
+
+    @property  # type: ignore[override]
+    def hist(self) -> list[int]:
+        st = self._native_stats()
+        return list(st[3]) if st else self._py_hist
+
+    @hist.setter
+    def hist(self, value: list[int]) -> None:
+        self._py_hist = value
+
+    def record_long(self, duration_ns: int) -> None:
+        if self._native_stats() is None:
+            super().record_long(duration_ns)
 
     @property  # type: ignore[override]
     def seq(self) -> int:
