@@ -162,7 +162,16 @@ class LoopMonitor:
         io = list(st.io_events) if st.io_seq == st.seq else []
         self._dispatch(handle, start, now_ns, task, io, samples, arm_wall, cpu0, True, consumer)
 
-    def _dispatch(
+    def _dispatch(self, *args: Any, **kwargs: Any) -> None:
+        # Building a report reads source files (linecache) and may log: that I/O is the
+        # watch's own, not the slice's, so the audit sink ignores it.
+        _tls.reporting = True
+        try:
+            self._dispatch_inner(*args, **kwargs)
+        finally:
+            _tls.reporting = False
+
+    def _dispatch_inner(
         self,
         handle: Any,
         start_ns: int,
@@ -319,7 +328,12 @@ def _is_watched(loop: Any) -> bool:
     return loop in _monitors
 
 
+_tls = threading.local()
+
+
 def _audit_sink(loop: Any, event: str, args: tuple, frame) -> None:
+    if getattr(_tls, "reporting", False):
+        return
     mon = _monitors.get(loop)
     if mon is None:
         return
