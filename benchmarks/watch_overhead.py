@@ -48,19 +48,8 @@ THRESHOLD = 0.1  # seconds: production-like, nothing in the scenarios reaches it
 
 # -- child process --------------------------------------------------------------------------
 def _import_watch():
-    """ringloop.watch without requiring the native ringloop._core to be built."""
-    sys.path.insert(0, os.path.join(ROOT, "python"))
-    try:
-        import ringloop.watch as watch
-    except ImportError:
-        import types
+    import ringloop.watch as watch
 
-        for name in [m for m in sys.modules if m.startswith("ringloop")]:
-            del sys.modules[name]
-        stub = types.ModuleType("ringloop")
-        stub.__path__ = [os.path.join(ROOT, "python", "ringloop")]
-        sys.modules["ringloop"] = stub
-        import ringloop.watch as watch
     return watch
 
 
@@ -101,7 +90,9 @@ def _child(detector: str, loop_name: str, runs: int, scale: float) -> dict:
         await asyncio.sleep(0.002)
         os.stat(path)
 
-    bodies = dict(zip([s for s, _ in SCENARIOS], [pure, getcwd, stat, fileread, async_stat], strict=True))
+    bodies = dict(
+        zip([s for s, _ in SCENARIOS], [pure, getcwd, stat, fileread, async_stat], strict=True)
+    )
     blocks = []
     out: dict = {"scenarios": {}}
 
@@ -111,9 +102,7 @@ def _child(detector: str, loop_name: str, runs: int, scale: float) -> dict:
 
             aiocop.patch_audit_functions()
             aiocop.start_blocking_io_detection()
-            aiocop.detect_slow_tasks(
-                threshold_ms=int(THRESHOLD * 1000), on_slow_task=blocks.append
-            )
+            aiocop.detect_slow_tasks(threshold_ms=int(THRESHOLD * 1000), on_slow_task=blocks.append)
             aiocop.activate()
         elif detector == "ringloop.watch":
             watch = _import_watch()
@@ -161,7 +150,11 @@ def _run_config(detector: str, loop_name: str, runs: int, scale: float) -> dict:
 
 def _loop_available(name: str) -> str | None:
     code = "import sys; sys.path.insert(0, sys.argv[1]); "
-    code += {"asyncio": "import asyncio", "uvloop": "import uvloop", "ringloop": "import ringloop; ringloop.Loop"}[name]
+    code += {
+        "asyncio": "import asyncio",
+        "uvloop": "import uvloop",
+        "ringloop": "import ringloop; ringloop.Loop",
+    }[name]
     proc = subprocess.run(
         [sys.executable, "-c", code, os.path.join(ROOT, "python")], capture_output=True, text=True
     )

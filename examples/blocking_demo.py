@@ -14,22 +14,11 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "python"))
 
 
 def _import_watch():
-    """ringloop.watch works without the native ringloop._core; import it either way."""
-    try:
-        import ringloop.watch as watch
-    except ImportError:
-        import types
+    import ringloop.watch as watch
 
-        for name in [m for m in sys.modules if m.startswith("ringloop")]:
-            del sys.modules[name]
-        stub = types.ModuleType("ringloop")
-        stub.__path__ = [os.path.join(HERE, "..", "python", "ringloop")]
-        sys.modules["ringloop"] = stub
-        import ringloop.watch as watch
     return watch
 
 
@@ -56,7 +45,9 @@ async def get_report_fixed(user_id: int) -> str:
 async def serve(handler) -> list:
     # A no-op action: the blocks are printed by main(), from nb.blocks.
     async with watch.no_blocking(threshold=0.01, action=lambda block: None) as nb:
-        await asyncio.gather(*(asyncio.create_task(handler(i), name=f"GET /report/{i}") for i in range(2)))
+        await asyncio.gather(
+            *(asyncio.create_task(handler(i), name=f"GET /report/{i}") for i in range(2))
+        )
     return nb.blocks
 
 

@@ -11,7 +11,6 @@ import pytest
 pytest.importorskip("fastapi")
 pytest.importorskip("httpx")
 
-pytest_plugins = ["pytester"]
 EXAMPLE = pathlib.Path(__file__).resolve().parents[2] / "examples" / "fastapi_blocking"
 
 
