@@ -45,6 +45,10 @@ class Loop(_core.LoopCore, SockOpsMixin, SignalMixin, base_events.BaseEventLoop)
         # fd -> transport, for _ensure_fd_no_transport (filled by native transports).
         self._transports = weakref.WeakValueDictionary()
         SignalMixin._init_signals(self)
+        # CPython 3.11's C Task looks up `loop.call_soon` as an attribute on every step, which
+        # builds (and frees) a bound-method object each time; with one bound once into the
+        # instance dict, the lookup finds it there and allocates nothing.
+        self.call_soon = self.call_soon
 
     def __repr__(self) -> str:
         return (

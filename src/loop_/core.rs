@@ -23,7 +23,9 @@ use std::time::Duration;
 
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyInt, PyTuple};
+use pyo3::intern;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyDict, PyInt, PyTuple};
 use pyo3::{PyTraverseError, PyVisit};
 
 use super::gil_cell::GilCell;
@@ -169,6 +171,18 @@ fn deadline_after(now: u64, delay: f64) -> u64 {
     } else {
         now.saturating_sub(seconds_to_ns(-delay))
     }
+}
+
+static FUTURE_TYPE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+static TASK_TYPE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+
+/// `asyncio.Future` and `asyncio.Task` (CPython's C types), looked up once.
+fn future_type(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
+    FUTURE_TYPE.get_or_try_init(py, || Ok(py.import("asyncio")?.getattr("Future")?.unbind())).map(|t| t.bind(py))
+}
+
+fn task_type(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
+    TASK_TYPE.get_or_try_init(py, || Ok(py.import("asyncio")?.getattr("Task")?.unbind())).map(|t| t.bind(py))
 }
 
 fn closed_error() -> PyErr {
@@ -674,6 +688,56 @@ impl LoopCore {
         }
         Self::check_callback(slf, callback, "call_at")?;
         Self::schedule_at(slf, when, seconds_to_ns(when), callback, args, context)
+    }
+
+    /// CPython's C Future and Task call `loop.get_debug()` every time one is created: keep it
+    /// native (BaseEventLoop's is a Python method).
+    fn get_debug(&self) -> bool {
+        self.debug.load(Ordering::Relaxed)
+    }
+
+    /// `asyncio.Future(loop=self)`, without a Python frame.
+    fn create_future(slf: &Bound<'_, Self>) -> PyResult<Py<PyAny>> {
+        let py = slf.py();
+        let kw = PyDict::new(py);
+        kw.set_item(intern!(py, "loop"), slf)?;
+        Ok(future_type(py)?.call((), Some(&kw))?.unbind())
+    }
+
+    /// `asyncio.Task(coro, loop=self, name=name, context=context)` when no task factory is set
+    /// and debug mode is off (the common case, and a Python frame saved per task); otherwise
+    /// asyncio's own `BaseEventLoop.create_task`, which handles factories, debug source
+    /// tracebacks and the keywords newer Pythons add.
+    #[pyo3(signature = (coro, *, name = None, context = None, **kwargs))]
+    fn create_task(
+        slf: &Bound<'_, Self>,
+        coro: &Bound<'_, PyAny>,
+        name: Option<&Bound<'_, PyAny>>,
+        context: Option<&Bound<'_, PyAny>>,
+        kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Py<PyAny>> {
+        let py = slf.py();
+        let this = slf.get();
+        let simple = kwargs.is_none_or(|k| k.is_empty())
+            && !this.debug.load(Ordering::Relaxed)
+            && slf.getattr(intern!(py, "_task_factory"))?.is_none();
+        let kw = PyDict::new(py);
+        if let Some(n) = name {
+            kw.set_item(intern!(py, "name"), n)?;
+        }
+        if let Some(c) = context {
+            kw.set_item(intern!(py, "context"), c)?;
+        }
+        if !simple {
+            if let Some(k) = kwargs {
+                kw.update(k.as_mapping())?;
+            }
+            let base = py.import(intern!(py, "asyncio.base_events"))?.getattr(intern!(py, "BaseEventLoop"))?;
+            return Ok(base.getattr(intern!(py, "create_task"))?.call((slf, coro), Some(&kw))?.unbind());
+        }
+        this.check_open()?;
+        kw.set_item(intern!(py, "loop"), slf)?;
+        Ok(task_type(py)?.call((coro,), Some(&kw))?.unbind())
     }
 
     /// Wake the loop from its wait (asyncio's name for the self-pipe write).
