@@ -35,6 +35,7 @@ use crate::errors::os_error;
 use crate::reactor::sys::monotonic_ns;
 use crate::reactor::{Choice, Event, Reactor, Waker};
 use crate::watch::sampler::{Sample, Sampler, ThreadStateCell};
+use crate::watch::audit::{end_slice, set_eager, Recorded};
 use crate::watch::slice::set_in_slice;
 
 /// asyncio's MAXIMUM_SELECT_TIMEOUT: never sleep longer than a day in one wait.
@@ -113,8 +114,11 @@ pub struct LoopCore {
     timing: AtomicBool,
     watch_threshold_ns: AtomicU64,
     watch_hook: GilCell<Option<Py<PyAny>>>,
-    /// Forward I/O audit events raised inside timed slices to the watch's sink.
-    watch_audit: AtomicBool,
+    /// I/O audit events raised inside timed slices: 0 off, 1 buffered (handed over only for
+    /// slow slices), 2 eager (strict mode: every event straight to the sink).
+    watch_audit: std::sync::atomic::AtomicU8,
+    /// Audit events of the last slow slice, for `_slice_audit_events`.
+    slow_audit: GilCell<Vec<Recorded>>,
     sampler: GilCell<Option<Sampler>>,
     stats: GilCell<SliceStats>,
     /// The loop thread's PyThreadState while `run_forever` runs (for the native sampler).
@@ -492,14 +496,20 @@ impl LoopCore {
         this.slice.seq.fetch_add(1, Ordering::Relaxed);
         this.slice.start_ns.store(t0, Ordering::Release);
         let audit = this.watch_audit.load(Ordering::Relaxed);
-        if audit {
+        if audit != 0 {
+            set_eager(audit == 2);
             set_in_slice(true);
         }
         let r = h.run(py);
-        if audit {
-            set_in_slice(false);
-        }
         let dt = monotonic_ns().saturating_sub(t0);
+        let wt = this.watch_threshold_ns.load(Ordering::Relaxed);
+        let slow = wt != 0 && dt >= wt;
+        let events = if audit != 0 {
+            set_in_slice(false);
+            end_slice(slow)
+        } else {
+            Vec::new()
+        };
         this.slice.start_ns.store(0, Ordering::Release);
         if let Ok(mut st) = this.stats.borrow_mut(py) {
             st.record(dt);
@@ -508,8 +518,12 @@ impl LoopCore {
         if this.debug.load(Ordering::Relaxed) && dt >= this.slow_callback_ns.load(Ordering::Relaxed) {
             slf.call_method1("_log_slow_callback", (h.as_any(), dt as f64 / 1e9))?;
         }
-        let wt = this.watch_threshold_ns.load(Ordering::Relaxed);
-        if wt != 0 && dt >= wt {
+        if !events.is_empty() {
+            // Only a slow slice's events are read; a short slice's were dropped unread.
+            let old = std::mem::replace(&mut *this.slow_audit.borrow_mut(py)?, events);
+            drop(old);
+        }
+        if slow {
             let hook = this.watch_hook.borrow(py)?.as_ref().map(|h| h.clone_ref(py));
             if let Some(hook) = hook {
                 if let Err(e) = hook.call1(py, (h.as_any(), t0, dt)) {
@@ -559,7 +573,8 @@ impl LoopCore {
             timing: AtomicBool::new(false),
             watch_threshold_ns: AtomicU64::new(0),
             watch_hook: GilCell::new(None),
-            watch_audit: AtomicBool::new(false),
+            watch_audit: std::sync::atomic::AtomicU8::new(0),
+            slow_audit: GilCell::new(Vec::new()),
             sampler: GilCell::new(None),
             stats: GilCell::new(SliceStats::default()),
             tstate: Arc::default(),
@@ -820,7 +835,8 @@ impl LoopCore {
         let reactor = this.io.borrow_mut(py)?.reactor.take();
         let hook = this.watch_hook.borrow_mut(py)?.take();
         let sampler = this.sampler.borrow_mut(py)?.take();
-        drop((ready, timers, fds, reactor, hook));
+        let slow_audit = std::mem::take(&mut *this.slow_audit.borrow_mut(py)?);
+        drop((ready, timers, fds, reactor, hook, slow_audit));
         // Joining the watchdog thread: it never takes the GIL, so waiting with it held is safe.
         drop(sampler);
         Ok(())
@@ -854,8 +870,22 @@ impl LoopCore {
 
     /// Forward I/O audit events raised inside timed slices to the sink given to
     /// `_core.audit_hook_install` (the watch's C-level audit source).
-    fn _watch_audit(&self, on: bool) {
-        self.watch_audit.store(on, Ordering::Relaxed);
+    ///
+    /// `mode`: 0 off, 1 buffered (events reach Python only for slow slices, through
+    /// `_slice_audit_events`), 2 eager (every event straight to the sink: strict mode).
+    fn _watch_audit(&self, mode: u8) -> PyResult<()> {
+        if mode > 2 {
+            return Err(PyValueError::new_err("audit mode must be 0 (off), 1 (buffered) or 2 (eager)"));
+        }
+        self.watch_audit.store(mode, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// The audit events of the slow slice just reported: `[(event, args, frame, t_ns)]`
+    /// (taken: a second call returns `[]`).
+    fn _slice_audit_events(&self, py: Python<'_>) -> PyResult<Vec<(String, Py<PyAny>, Option<Py<PyAny>>, u64)>> {
+        let events = std::mem::take(&mut *self.slow_audit.borrow_mut(py)?);
+        Ok(events.into_iter().map(|r| (r.event(), r.args, r.frame, r.t_ns)).collect())
     }
 
     /// Start the GIL-free stack sampler: slices older than `arm_ns` are sampled every
@@ -925,6 +955,12 @@ impl LoopCore {
         }
         if let Some(h) = self.watch_hook.try_borrow_unattached() {
             visit.call(&*h)?;
+        }
+        if let Some(ev) = self.slow_audit.try_borrow_unattached() {
+            for r in ev.iter() {
+                visit.call(&r.args)?;
+                visit.call(&r.frame)?;
+            }
         }
         Ok(())
     }

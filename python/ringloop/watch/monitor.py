@@ -95,7 +95,11 @@ class LoopMonitor:
         if first:
             self.backend.start()
             get_watchdog().add(self.state)
-            audit_source.install(_audit_sink, _is_watched)
+            # A ringloop loop reports I/O through its C-level hook; the Python-level hook is
+            # process-wide and can never be removed, so it is only installed for loops that
+            # need it (stock asyncio, uvloop).
+            if not getattr(self.loop, "_native_audit", False):
+                audit_source.install(_audit_sink, _is_watched)
 
     def remove(self, consumer: Consumer) -> None:
         if consumer in self.consumers:
@@ -136,6 +140,7 @@ class LoopMonitor:
         st = self.state
         if seq is None:
             seq = st.seq
+        _materialize_io(st, seq)
         io = st.io_events if st.io_seq == seq else []
         if st.io_events:
             st.io_events = []
@@ -159,6 +164,7 @@ class LoopMonitor:
         task = None
         if handle is None:
             task = _current_task(self.loop)
+        _materialize_io(st, st.seq)
         io = list(st.io_events) if st.io_seq == st.seq else []
         self._dispatch(handle, start, now_ns, task, io, samples, arm_wall, cpu0, True, consumer)
 
@@ -341,6 +347,51 @@ def _audit_sink(loop: Any, event: str, args: tuple, frame) -> None:
     if st.start_ns == 0:
         return
     seq = st.seq
+    if not st.strict:
+        # Keep the raw event; classifying it (frame walk, repr) costs microseconds and most
+        # slices are never reported. Strict mode must judge every slice, so it classifies now.
+        if st.io_seq != seq:
+            st.io_events = []
+            st.io_raw = []
+            st.io_seq = seq
+        if len(st.io_raw) < _MAX_IO_EVENTS:
+            st.io_raw.append((event, args, frame, time.monotonic_ns()))
+        return
+    _record_io(st, event, args, frame, time.monotonic_ns(), seq)
+
+
+def _materialize_io(st: Any, seq: int) -> None:
+    """Classify the raw events of slice `seq` now that it is being reported."""
+    raw = st.io_raw
+    if not raw:
+        return
+    st.io_raw = []
+    if st.io_seq != seq:
+        return
+    _tls.reporting = True  # classification may read files (linecache): not the slice's I/O
+    try:
+        for event, args, frame, t_ns in raw:
+            _record_io(st, event, args, frame, t_ns, seq, notify=False)
+    finally:
+        _tls.reporting = False
+
+
+def record_buffered_io(loop: Any, events: list) -> None:
+    """Events the native hook buffered during the slow slice that just ended (ringloop's
+    buffered audit mode): `[(event, args, frame, t_ns)]`, recorded for that slice."""
+    mon = _monitors.get(loop)
+    if mon is None or not events:
+        return
+    st = mon.state
+    for event, args, frame, t_ns in events:
+        if _KIND_GET(event) is not None:
+            _record_io(st, event, args, frame, t_ns, st.seq, notify=False)
+
+
+_KIND_GET = audit.EVENT_KINDS.get
+
+
+def _record_io(st: Any, event: str, args: tuple, frame, t_ns: int, seq: int, notify: bool = True) -> None:
     if st.io_seq != seq:  # events of an earlier (short, unreported) slice: drop them
         st.io_events = []
         st.io_seq = seq
@@ -351,10 +402,10 @@ def _audit_sink(loop: Any, event: str, args: tuple, frame) -> None:
         return
     kind, where = res
     st.io_events.append(
-        IoEvent(kind, event, audit._detail(event, args), where, time.monotonic_ns())
+        IoEvent(kind, event, audit._detail(event, args), where, t_ns)
     )
-    if st.strict and len(st.io_events) == 1:
-        mon.backend.io_noted()
+    if notify and st.strict and len(st.io_events) == 1:
+        st.monitor.backend.io_noted()
 
 
 def monitor_for(loop: Any) -> LoopMonitor:

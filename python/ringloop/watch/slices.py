@@ -35,6 +35,7 @@ class SliceState:
         "arm_ns",
         "idle_ns",
         "io_events",
+        "io_raw",
         "io_seq",
         "strict",
         "count",
@@ -65,6 +66,9 @@ class SliceState:
         self.arm_ns = 1 << 62  # the watchdog starts sampling a slice this old
         self.idle_ns = 0  # heartbeat backend: expected time between beats, not a block
         self.io_events: list = []  # audited I/O of slice io_seq (stale when io_seq != seq)
+        # Non-strict: raw (event, args, frame, t_ns) of slice io_seq, classified into
+        # io_events only if that slice is reported (most never are).
+        self.io_raw: list = []
         self.io_seq = -1
         self.strict = False  # some consumer is strict: slices with I/O must be reported
         self.count = 0

@@ -17,6 +17,7 @@ import asyncio
 import asyncio.base_events
 import asyncio.events
 import asyncio.runners
+import functools
 import os
 import sys
 import sysconfig
@@ -111,6 +112,10 @@ class PythonStackSampler:
         return frames_of(frame)
 
 
+# Both run for every frame an audit event walks (on the loop thread, inside the slice), and
+# os.path.abspath costs microseconds (string work, getcwd for relative names); the set of code
+# filenames in a process is small and fixed, so the answers are memoised per filename.
+@functools.lru_cache(maxsize=8192)
 def is_library(filename: str) -> bool:
     """True for files of the standard library, installed packages or the watch itself."""
     if filename.startswith("<"):
@@ -121,6 +126,7 @@ def is_library(filename: str) -> bool:
     )
 
 
+@functools.lru_cache(maxsize=8192)
 def is_asyncio(filename: str) -> bool:
     return os.path.abspath(filename).startswith(_ASYNCIO_DIR + os.sep)
 

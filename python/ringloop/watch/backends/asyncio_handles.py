@@ -54,6 +54,8 @@ def _watched_run(self):
         st.total_ns += d
         if d >= st.slow_ns or (st.strict and st.io_events):
             st.on_slow(self, start, end)
+        elif st.io_raw:
+            st.io_raw = []  # a short slice's raw events (and the frames they hold) go now
         st.handle = None
 
 

@@ -51,8 +51,8 @@ class NativeBackend:
         self._started = True
         self._apply()
         if hasattr(self.loop, "_watch_audit") and audit.install_native_hook():
-            self.loop._watch_audit(True)
             self.loop._native_audit = True
+            self._apply_audit_mode()
         loop, st = self.loop, self.state
         if asyncio.events._get_running_loop() is loop and loop._slice_start_ns == 0:
             # Watching begins inside a slice the dispatcher did not time (it only times while
@@ -77,7 +77,7 @@ class NativeBackend:
         self._started = False
         self.loop._watch_set(0, None)
         if getattr(self.loop, "_native_audit", False):
-            self.loop._watch_audit(False)
+            self.loop._watch_audit(0)
             self.loop._native_audit = False
         if self._native_sampler:
             self.loop._watch_sampler_stop()
@@ -89,9 +89,16 @@ class NativeBackend:
         if self._started:
             self._apply()
 
+    def _apply_audit_mode(self) -> None:
+        # Strict mode must see I/O in short slices too, as it happens (eager); otherwise the
+        # hook buffers natively and only a slow slice's events are ever classified.
+        self.loop._watch_audit(2 if self.state.strict else 1)
+
     def _apply(self) -> None:
         st = self.state
         self.loop._watch_set(max(1, st.slow_ns), self._on_slow)
+        if getattr(self.loop, "_native_audit", False):
+            self._apply_audit_mode()
         cfg = (st.arm_ns, st.sample_interval_ns)
         if (
             st.arm_ns < (1 << 61)
@@ -107,6 +114,10 @@ class NativeBackend:
         st.total_ns += duration_ns
         if self._native_sampler:
             self._adopt_native_samples(self.loop._slice_seq)
+        if getattr(self.loop, "_native_audit", False):
+            from ..monitor import record_buffered_io
+
+            record_buffered_io(self.loop, self.loop._slice_audit_events())
         st.on_slow(handle, start_ns, start_ns + duration_ns)
 
     def _adopt_native_samples(self, seq: int) -> None:
