@@ -41,6 +41,9 @@ use crate::watch::slice::set_in_slice;
 /// asyncio's MAXIMUM_SELECT_TIMEOUT: never sleep longer than a day in one wait.
 const MAX_WAIT: Duration = Duration::from_secs(24 * 3600);
 
+/// `(event, args, frame, t_ns)` of one buffered audit event, as Python receives it.
+type AuditTuple = (String, Py<PyAny>, Option<Py<PyAny>>, u64);
+
 /// `(reader, writer)` handles of one fd.
 type FdHandles = (Option<Py<Handle>>, Option<Py<Handle>>);
 
@@ -883,7 +886,7 @@ impl LoopCore {
 
     /// The audit events of the slow slice just reported: `[(event, args, frame, t_ns)]`
     /// (taken: a second call returns `[]`).
-    fn _slice_audit_events(&self, py: Python<'_>) -> PyResult<Vec<(String, Py<PyAny>, Option<Py<PyAny>>, u64)>> {
+    fn _slice_audit_events(&self, py: Python<'_>) -> PyResult<Vec<AuditTuple>> {
         let events = std::mem::take(&mut *self.slow_audit.borrow_mut(py)?);
         Ok(events.into_iter().map(|r| (r.event(), r.args, r.frame, r.t_ns)).collect())
     }
