@@ -101,46 +101,32 @@ class SockOpsMixin:
 
     # -- receiving -------------------------------------------------------------------------
 
-    async def sock_recv(self, sock, n):
-        """Receive up to `n` bytes from `sock`; `b""` at end of stream."""
+    async def _sock_call(self, sock, write, method, *args):
+        """Try `sock.<method>(*args)` at once; only if it would block, wait for readiness
+        (writable if `write`) and retry from the readiness callback."""
         _check_sock(sock)
         try:
-            return sock.recv(n)
+            return getattr(sock, method)(*args)
         except _AGAIN:
             pass
-        return await self._sock_wait(sock, False, self._sock_retry, sock, "recv", n)
+        return await self._sock_wait(sock, write, self._sock_retry, sock, method, *args)
+
+    async def sock_recv(self, sock, n):
+        """Receive up to `n` bytes from `sock`; `b""` at end of stream."""
+        return await self._sock_call(sock, False, "recv", n)
 
     async def sock_recv_into(self, sock, buf):
         """Receive into the writable buffer `buf`; return the number of bytes written."""
-        _check_sock(sock)
-        try:
-            return sock.recv_into(buf)
-        except _AGAIN:
-            pass
-        return await self._sock_wait(sock, False, self._sock_retry, sock, "recv_into", buf)
+        return await self._sock_call(sock, False, "recv_into", buf)
 
     async def sock_recvfrom(self, sock, bufsize):
         """Receive a datagram of up to `bufsize` bytes; return `(data, address)`."""
-        _check_sock(sock)
-        try:
-            return sock.recvfrom(bufsize)
-        except _AGAIN:
-            pass
-        return await self._sock_wait(sock, False, self._sock_retry, sock, "recvfrom", bufsize)
+        return await self._sock_call(sock, False, "recvfrom", bufsize)
 
     async def sock_recvfrom_into(self, sock, buf, nbytes=0):
         """Receive a datagram into `buf` (at most `nbytes`, 0 = all of it); return
         `(nbytes, address)`."""
-        _check_sock(sock)
-        if not nbytes:
-            nbytes = len(buf)
-        try:
-            return sock.recvfrom_into(buf, nbytes)
-        except _AGAIN:
-            pass
-        return await self._sock_wait(
-            sock, False, self._sock_retry, sock, "recvfrom_into", buf, nbytes
-        )
+        return await self._sock_call(sock, False, "recvfrom_into", buf, nbytes or len(buf))
 
     # -- sending ---------------------------------------------------------------------------
 
@@ -177,12 +163,7 @@ class SockOpsMixin:
 
     async def sock_sendto(self, sock, data, address):
         """Send the datagram `data` to `address`; return the number of bytes sent."""
-        _check_sock(sock)
-        try:
-            return sock.sendto(data, address)
-        except _AGAIN:
-            pass
-        return await self._sock_wait(sock, True, self._sock_retry, sock, "sendto", data, address)
+        return await self._sock_call(sock, True, "sendto", data, address)
 
     # -- connecting and accepting ------------------------------------------------------------
 

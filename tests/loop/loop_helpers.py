@@ -14,8 +14,10 @@ PROMPT = 5.0
 
 def debug_from_environment() -> bool:
     """asyncio's default debug flag for this process (-X dev / PYTHONASYNCIODEBUG)."""
-    return bool(sys.flags.dev_mode or (not sys.flags.ignore_environment
-                                       and os.environ.get("PYTHONASYNCIODEBUG")))
+    return bool(
+        sys.flags.dev_mode
+        or (not sys.flags.ignore_environment and os.environ.get("PYTHONASYNCIODEBUG"))
+    )
 
 
 def run_with_timeout(loop: asyncio.AbstractEventLoop, aw, timeout: float = PROMPT):

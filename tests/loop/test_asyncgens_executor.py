@@ -129,7 +129,8 @@ def test_run_in_executor_propagates_exception(loop):
 def test_run_in_executor_custom_executor(loop):
     with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="custom-pool") as pool:
         name = run_with_timeout(
-            loop, loop.run_in_executor(pool, lambda: threading.current_thread().name))
+            loop, loop.run_in_executor(pool, lambda: threading.current_thread().name)
+        )
     assert name.startswith("custom-pool")
 
 
@@ -137,7 +138,8 @@ def test_set_default_executor(loop):
     with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="default-pool") as pool:
         loop.set_default_executor(pool)
         name = run_with_timeout(
-            loop, loop.run_in_executor(None, lambda: threading.current_thread().name))
+            loop, loop.run_in_executor(None, lambda: threading.current_thread().name)
+        )
         assert name.startswith("default-pool")
         with pytest.raises(TypeError):
             loop.set_default_executor(object())

@@ -54,8 +54,11 @@ def test_coroutine_function_callback_debug(loop, method):
         _call_methods(loop)[method](coro_fn)
 
 
-@pytest.mark.only_kinds("ringloop-io_uring", "ringloop-epoll",
-                        reason="asyncio accepts non-callables silently without debug mode")
+@pytest.mark.only_kinds(
+    "ringloop-io_uring",
+    "ringloop-epoll",
+    reason="asyncio accepts non-callables silently without debug mode",
+)
 @pytest.mark.parametrize("method", ["call_soon", "call_later", "call_at", "call_soon_threadsafe"])
 @pytest.mark.parametrize("bad", NOT_CALLABLE, ids=repr)
 def test_non_callable_callback_without_debug(loop, method, bad):
@@ -64,8 +67,11 @@ def test_non_callable_callback_without_debug(loop, method, bad):
         _call_methods(loop)[method](bad)
 
 
-@pytest.mark.only_kinds("ringloop-io_uring", "ringloop-epoll",
-                        reason="asyncio never checks add_reader/add_writer callbacks")
+@pytest.mark.only_kinds(
+    "ringloop-io_uring",
+    "ringloop-epoll",
+    reason="asyncio never checks add_reader/add_writer callbacks",
+)
 @pytest.mark.parametrize("method", ["add_reader", "add_writer"])
 def test_non_callable_fd_callback(loop, method):
     a, b = socket.socketpair()

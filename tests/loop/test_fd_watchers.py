@@ -23,16 +23,6 @@ pytestmark = pytest.mark.timeout(30)
 
 
 @pytest.fixture
-def pair():
-    a, b = socket.socketpair()
-    a.setblocking(False)
-    b.setblocking(False)
-    yield a, b
-    a.close()
-    b.close()
-
-
-@pytest.fixture
 def pipe():
     r, w = os.pipe()
     os.set_blocking(r, False)

@@ -37,6 +37,7 @@ CHILD_WORKED, CHILD_REFUSED, CHILD_WRONG = 0, 3, 1
 def _child_uses_loop(loop, close: bool) -> int:
     """Runs in the forked child; returns an exit code. Never raises."""
     try:
+
         async def work():
             out = []
             loop.call_soon(out.append, "soon")

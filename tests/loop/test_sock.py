@@ -23,16 +23,6 @@ pytestmark = pytest.mark.timeout(30)
 
 
 @pytest.fixture
-def pair():
-    a, b = socket.socketpair()
-    a.setblocking(False)
-    b.setblocking(False)
-    yield a, b
-    a.close()
-    b.close()
-
-
-@pytest.fixture
 def udp_pair():
     socks = []
     for _ in range(2):
@@ -231,8 +221,15 @@ def test_sock_sendfile(loop, pair, tmp_path):
 
 @pytest.mark.parametrize(
     "op",
-    ["sock_recv", "sock_recv_into", "sock_sendall", "sock_recvfrom", "sock_sendto",
-     "sock_connect", "sock_accept"],
+    [
+        "sock_recv",
+        "sock_recv_into",
+        "sock_sendall",
+        "sock_recvfrom",
+        "sock_sendto",
+        "sock_connect",
+        "sock_accept",
+    ],
 )
 def test_blocking_socket_refused(loop, op):
     loop.set_debug(True)  # asyncio only checks in debug mode

@@ -56,16 +56,6 @@ def _run(loop, coro, timeout: float = 10.0):
     return loop.run_until_complete(asyncio.wait_for(coro, timeout))
 
 
-@pytest.fixture
-def pair():
-    a, b = socket.socketpair()
-    a.setblocking(False)
-    b.setblocking(False)
-    yield a, b
-    a.close()
-    b.close()
-
-
 def _fill(sock) -> int:
     """Fill `sock`'s send buffer (and the peer's receive buffer); return the bytes queued."""
     total = 0

@@ -80,6 +80,16 @@ class _Scope:
     async def _aexit(self, exc: BaseException | None) -> None:
         self._exit(exc)
 
+    async def _settled_leaks(self) -> list:
+        """The leaks still there once the grace period has passed (polled without blocking
+        the loop, so finishing tasks and threads can end)."""
+        deadline = time.monotonic() + self.grace
+        leaks = self._leaks()
+        while leaks and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+            leaks = self._leaks()
+        return leaks
+
     def __enter__(self):
         self._enter()
         return self
@@ -163,12 +173,7 @@ class no_task_leaks(_Scope):  # noqa: N801
 
     async def _aexit(self, exc: BaseException | None) -> None:
         self._restore()
-        deadline = time.monotonic() + self.grace
-        leaks = self._leaks()
-        while leaks and time.monotonic() < deadline:
-            await asyncio.sleep(0.01)
-            leaks = self._leaks()
-        self._report(leaks, exc)
+        self._report(await self._settled_leaks(), exc)
 
     def _report(self, leaks: list[asyncio.Task], exc: BaseException | None) -> None:
         self.leaked = leaks
@@ -234,12 +239,7 @@ class no_thread_leaks(_Scope):  # noqa: N801
         self._report([t for t in leaks if t.is_alive()], exc)
 
     async def _aexit(self, exc: BaseException | None) -> None:
-        deadline = time.monotonic() + self.grace
-        leaks = self._leaks()
-        while leaks and time.monotonic() < deadline:
-            await asyncio.sleep(0.01)
-            leaks = self._leaks()
-        self._report(leaks, exc)
+        self._report(await self._settled_leaks(), exc)
 
     def _report(self, leaks: list[threading.Thread], exc: BaseException | None) -> None:
         self.leaked = leaks
