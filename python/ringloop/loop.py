@@ -18,6 +18,8 @@ reaching for them fails loudly instead of silently queueing into a list nobody r
 
 from __future__ import annotations
 
+import ipaddress
+import socket
 import sys
 import threading
 import weakref
@@ -93,6 +95,24 @@ class Loop(_core.LoopCore, SockOpsMixin, SignalMixin, base_events.BaseEventLoop)
             self._default_executor = None
             executor.shutdown(wait=False)
 
+    # -- name resolution ----------------------------------------------------------------------
+
+    async def getaddrinfo(self, host, port, *, family=0, type=0, proto=0, flags=0):
+        """asyncio's getaddrinfo, with a fast path: a numeric host (or none) and a numeric
+        port are resolved inline with AI_NUMERICHOST, which never touches DNS, so no thread
+        hop to the executor is needed. Anything else (and debug mode, which logs the
+        resolution) goes to asyncio's executor-based implementation."""
+        if not self._debug and _numeric(host) and _numeric_port(port):
+            try:
+                return socket.getaddrinfo(
+                    host, port, family, type, proto, flags | socket.AI_NUMERICHOST
+                )
+            except socket.gaierror:
+                pass  # e.g. an address family this host lacks: let the slow path report it
+        return await super().getaddrinfo(
+            host, port, family=family, type=type, proto=proto, flags=flags
+        )
+
     # -- called by the native dispatcher ----------------------------------------------------
 
     def _callback_error(self, handle, exc: BaseException) -> None:
@@ -129,6 +149,31 @@ class Loop(_core.LoopCore, SockOpsMixin, SignalMixin, base_events.BaseEventLoop)
             raise RuntimeError(
                 f"File descriptor {fd!r} is used by transport {transport!r}"
             )
+
+
+def _numeric(host) -> bool:
+    if host is None:
+        return True
+    if isinstance(host, bytes):
+        try:
+            host = host.decode("idna")
+        except UnicodeError:
+            return False
+    if not isinstance(host, str):
+        return False
+    try:
+        ipaddress.ip_address(host.partition("%")[0])  # allow IPv6 scope ids: fe80::1%eth0
+    except ValueError:
+        return False
+    return True
+
+
+def _numeric_port(port) -> bool:
+    if port is None or isinstance(port, int):
+        return True
+    if isinstance(port, bytes):
+        port = port.decode("ascii", "replace")
+    return isinstance(port, str) and port.isdigit()
 
 
 def new_event_loop(*, backend: str | None = None) -> Loop:

@@ -77,3 +77,34 @@ def test_call_soon_can_be_patched_per_instance(loop):
     loop.call_soon(fut.set_result, 1)
     assert loop.run_until_complete(fut) == 1
     assert calls, "the instance attribute wins, as on asyncio"
+
+
+@pytest.mark.parametrize(
+    "host, port",
+    [("127.0.0.1", 80), ("::1", "443"), (None, 0), (b"10.1.2.3", b"8080"), ("localhost", 80)],
+)
+def test_getaddrinfo_matches_the_socket_module(loop, host, port):
+    import socket
+
+    got = loop.run_until_complete(loop.getaddrinfo(host, port, type=socket.SOCK_STREAM))
+    assert sorted(got) == sorted(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM))
+
+
+def test_numeric_getaddrinfo_needs_no_executor(loop, loop_kind):
+    if loop_kind == "asyncio":
+        pytest.skip("ringloop's fast path: asyncio always resolves in the executor")
+    import concurrent.futures
+
+    class Refusing(concurrent.futures.ThreadPoolExecutor):
+        def submit(self, *a, **kw):
+            raise AssertionError("numeric getaddrinfo must not use the executor")
+
+    ex = Refusing(max_workers=1)
+    loop.set_default_executor(ex)
+    try:
+        res = loop.run_until_complete(loop.getaddrinfo("127.0.0.1", 8080))
+        assert res and all(ai[4][0] == "127.0.0.1" for ai in res)
+        with pytest.raises(AssertionError, match="must not use"):
+            loop.run_until_complete(loop.getaddrinfo("localhost", 80))  # a name: executor
+    finally:
+        ex.shutdown()
