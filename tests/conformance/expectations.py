@@ -9,8 +9,6 @@ _ISSUE3 = "needs transports (issue 3)"
 TCP = f"{_ISSUE3}: TCP/Unix stream transports (create_connection/create_server)"
 UDP = f"{_ISSUE3}: datagram transports (create_datagram_endpoint)"
 SSL = f"{_ISSUE3}: SSL/start_tls over stream transports"
-PIPE = f"{_ISSUE3}: pipe transports (connect_read_pipe/connect_write_pipe)"
-SUBPROCESS = f"{_ISSUE3}: subprocess transports (pipe transports + child watcher)"
 SENDFILE = f"{_ISSUE3}: its fixture serves the peer with create_server"
 SENDFILE_TR = f"{_ISSUE3}: loop.sendfile() on a stream transport"
 ACCEPT = (
@@ -38,7 +36,6 @@ SKIP: dict[str, str] = {
     # test_buffered_proto.BufferedProtocolTests
     "test_buffered_proto.BufferedProtocolTests.test_buffered_proto_create_connection": TCP,
     # test_events.EventLoopTests
-    "test_events.EventLoopTests.test_bidirectional_pty": PIPE,
     "test_events.EventLoopTests.test_connect_accepted_socket": TCP,
     "test_events.EventLoopTests.test_create_connection": TCP,
     "test_events.EventLoopTests.test_create_connection_local_addr": TCP,
@@ -71,26 +68,8 @@ SKIP: dict[str, str] = {
         " SelectorEventLoop internals; ringloop's native dispatcher runs its iterations"
         " without a Python _run_once and has no selector"
     ),
-    "test_events.EventLoopTests.test_read_pipe": PIPE,
-    "test_events.EventLoopTests.test_read_pty_output": PIPE,
     "test_events.EventLoopTests.test_server_close": TCP,
     "test_events.EventLoopTests.test_ssl_connect_accepted_socket": SSL,
-    "test_events.EventLoopTests.test_subprocess_close_after_finish": SUBPROCESS,
-    "test_events.EventLoopTests.test_subprocess_close_client_stream": SUBPROCESS,
-    "test_events.EventLoopTests.test_subprocess_exec": SUBPROCESS,
-    "test_events.EventLoopTests.test_subprocess_exitcode": SUBPROCESS,
-    "test_events.EventLoopTests.test_subprocess_interactive": SUBPROCESS,
-    "test_events.EventLoopTests.test_subprocess_kill": SUBPROCESS,
-    "test_events.EventLoopTests.test_subprocess_send_signal": SUBPROCESS,
-    "test_events.EventLoopTests.test_subprocess_shell": SUBPROCESS,
-    "test_events.EventLoopTests.test_subprocess_stderr": SUBPROCESS,
-    "test_events.EventLoopTests.test_subprocess_stderr_redirect_to_stdout": SUBPROCESS,
-    "test_events.EventLoopTests.test_subprocess_terminate": SUBPROCESS,
-    "test_events.EventLoopTests.test_subprocess_wait_no_same_group": SUBPROCESS,
-    "test_events.EventLoopTests.test_unclosed_pipe_transport": PIPE,
-    "test_events.EventLoopTests.test_write_pipe": PIPE,
-    "test_events.EventLoopTests.test_write_pipe_disconnect_on_close": PIPE,
-    "test_events.EventLoopTests.test_write_pty": PIPE,
     # test_sendfile.SendfileTests
     "test_sendfile.SendfileTests.test_sendfile": SENDFILE_TR,
     "test_sendfile.SendfileTests.test_sendfile_close_peer_after_receiving": SENDFILE_TR,
@@ -148,34 +127,6 @@ SKIP: dict[str, str] = {
     "test_sslproto.StartTLSTests.test_start_tls_client_reg_proto_1": SSL,
     "test_sslproto.StartTLSTests.test_start_tls_server_1": SSL,
     "test_sslproto.StartTLSTests.test_start_tls_slow_client_cancel": SSL,
-    # test_subprocess.SubprocessTests
-    "test_subprocess.SubprocessTests.test_cancel_make_subprocess_transport_exec": SUBPROCESS,
-    "test_subprocess.SubprocessTests.test_cancel_post_init": SUBPROCESS,
-    "test_subprocess.SubprocessTests.test_cancel_process_wait": SUBPROCESS,
-    "test_subprocess.SubprocessTests.test_close_dont_kill_finished": SUBPROCESS,
-    "test_subprocess.SubprocessTests.test_close_kill_running": SUBPROCESS,
-    "test_subprocess.SubprocessTests.test_communicate": SUBPROCESS,
-    "test_subprocess.SubprocessTests.test_communicate_ignore_broken_pipe": SUBPROCESS,
-    "test_subprocess.SubprocessTests.test_create_subprocess_exec_with_path": SUBPROCESS,
-    "test_subprocess.SubprocessTests.test_devnull_error": SUBPROCESS,
-    "test_subprocess.SubprocessTests.test_devnull_input": SUBPROCESS,
-    "test_subprocess.SubprocessTests.test_devnull_output": SUBPROCESS,
-    "test_subprocess.SubprocessTests.test_devstdin_input": SUBPROCESS,
-    "test_subprocess.SubprocessTests.test_empty_input": SUBPROCESS,
-    "test_subprocess.SubprocessTests.test_kill": SUBPROCESS,
-    "test_subprocess.SubprocessTests.test_kill_issue43884": SUBPROCESS,
-    "test_subprocess.SubprocessTests.test_pause_reading": SUBPROCESS,
-    "test_subprocess.SubprocessTests.test_popen_error": SUBPROCESS,
-    "test_subprocess.SubprocessTests.test_popen_error_with_stdin_pipe": SUBPROCESS,
-    "test_subprocess.SubprocessTests.test_read_stdout_after_process_exit": SUBPROCESS,
-    "test_subprocess.SubprocessTests.test_send_signal": SUBPROCESS,
-    "test_subprocess.SubprocessTests.test_shell": SUBPROCESS,
-    "test_subprocess.SubprocessTests.test_start_new_session": SUBPROCESS,
-    "test_subprocess.SubprocessTests.test_stdin_broken_pipe": SUBPROCESS,
-    "test_subprocess.SubprocessTests.test_stdin_not_inheritable": SUBPROCESS,
-    "test_subprocess.SubprocessTests.test_stdin_stdout": SUBPROCESS,
-    "test_subprocess.SubprocessTests.test_subprocess_communicate_stdout": SUBPROCESS,
-    "test_subprocess.SubprocessTests.test_terminate": SUBPROCESS,
 }
 
 # test id -> reason (strict: an XPASS fails the run, so fixed bugs get their entry removed)
