@@ -147,9 +147,7 @@ class Loop(_core.LoopCore, SockOpsMixin, SignalMixin, PipesMixin, base_events.Ba
                 raise ValueError(f"Invalid file object: {fd!r}") from None
         transport = self._transports.get(fileno)
         if transport is not None and not transport.is_closing():
-            raise RuntimeError(
-                f"File descriptor {fd!r} is used by transport {transport!r}"
-            )
+            raise RuntimeError(f"File descriptor {fd!r} is used by transport {transport!r}")
 
 
 def _numeric(host) -> bool:

@@ -391,7 +391,9 @@ def record_buffered_io(loop: Any, events: list) -> None:
 _KIND_GET = audit.EVENT_KINDS.get
 
 
-def _record_io(st: Any, event: str, args: tuple, frame, t_ns: int, seq: int, notify: bool = True) -> None:
+def _record_io(
+    st: Any, event: str, args: tuple, frame, t_ns: int, seq: int, notify: bool = True
+) -> None:
     if st.io_seq != seq:  # events of an earlier (short, unreported) slice: drop them
         st.io_events = []
         st.io_seq = seq
@@ -401,9 +403,7 @@ def _record_io(st: Any, event: str, args: tuple, frame, t_ns: int, seq: int, not
     if res is None:
         return
     kind, where = res
-    st.io_events.append(
-        IoEvent(kind, event, audit._detail(event, args), where, t_ns)
-    )
+    st.io_events.append(IoEvent(kind, event, audit._detail(event, args), where, t_ns))
     if notify and st.strict and len(st.io_events) == 1:
         st.monitor.backend.io_noted()
 
