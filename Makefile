@@ -46,6 +46,7 @@ bench: $(BUILT) ## every benchmark, peers side by side; results in benchmarks/re
 lint: $(STAMP) ## cargo clippy, ruff, and the .pyi stub checked against the module
 	cargo clippy --release --all-targets -q -- -D warnings
 	$(VENV)/bin/ruff check python tests benchmarks examples
+	$(VENV)/bin/ruff format --check python tests benchmarks examples
 	$(PY) -m mypy.stubtest ringloop._core --ignore-missing-stub
 
 clean: ## remove build outputs and the venv

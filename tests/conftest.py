@@ -81,16 +81,20 @@ def _apply_kind_markers(request: pytest.FixtureRequest, kind: str) -> None:
             kinds = mark.args
             unknown = set(kinds) - set(LOOP_KINDS)
             if unknown or not kinds:
-                pytest.fail(f"{name} marker names unknown loop kinds {sorted(unknown)}; "
-                            f"choose from {LOOP_KINDS}", pytrace=False)
+                pytest.fail(
+                    f"{name} marker names unknown loop kinds {sorted(unknown)}; "
+                    f"choose from {LOOP_KINDS}",
+                    pytrace=False,
+                )
             reason = mark.kwargs.get("reason", "")
             if name == "only_kinds" and kind not in kinds:
                 pytest.skip(f"only on {', '.join(kinds)}: {reason}".rstrip(": "))
             if name == "skip_kinds" and kind in kinds:
                 pytest.skip(f"skipped on {kind}: {reason}".rstrip(": "))
             if name == "xfail_kinds" and kind in kinds:
-                request.applymarker(pytest.mark.xfail(reason=reason or f"known on {kind}",
-                                                      strict=True))
+                request.applymarker(
+                    pytest.mark.xfail(reason=reason or f"known on {kind}", strict=True)
+                )
 
 
 @pytest.fixture(params=LOOP_KINDS, ids=LOOP_KINDS)

@@ -15,7 +15,9 @@ from ringloop.watch import BlockingError, no_blocking  # noqa: E402
 
 pytestmark = [
     pytest.mark.timeout(60),
-    pytest.mark.skipif(not _core.native_sampler_available(), reason="Python lacks _Py_DumpTraceback"),
+    pytest.mark.skipif(
+        not _core.native_sampler_available(), reason="Python lacks _Py_DumpTraceback"
+    ),
 ]
 
 

@@ -9,7 +9,7 @@ import pytest
 _LOADED_BY_ENTRY_POINT = any(ep.name == "ringloop" for ep in entry_points(group="pytest11"))
 PLUGIN_ARGS = () if _LOADED_BY_ENTRY_POINT else ("-p", "ringloop.watch.pytest_plugin")
 
-TESTS = '''
+TESTS = """
 import asyncio, time, threading
 import pytest
 
@@ -30,7 +30,7 @@ async def test_allowed():
 
 def test_sync_is_ignored():
     time.sleep(0.06)
-'''
+"""
 
 
 def _run(pytester, *args):
@@ -52,7 +52,7 @@ def test_without_option_nothing_fails(pytester):
 
 def test_marker_and_fixture(pytester):
     pytester.makepyfile(
-        test_marks='''
+        test_marks="""
 import asyncio, time
 import pytest
 
@@ -76,7 +76,7 @@ async def test_fixture(no_blocking):
 @pytest.mark.asyncio
 async def test_fixture_raises(no_blocking):
     time.sleep(0.06)
-'''
+"""
     )
     result = _run(pytester)
     result.assert_outcomes(passed=1, failed=3)
@@ -85,7 +85,7 @@ async def test_fixture_raises(no_blocking):
 
 def test_anyio_tests_are_watched(pytester):
     pytester.makepyfile(
-        test_any='''
+        test_any="""
 import time
 import pytest
 
@@ -96,7 +96,7 @@ def anyio_backend():
 @pytest.mark.anyio
 async def test_blocks_under_anyio():
     time.sleep(0.06)  # ANYIO-LINE
-'''
+"""
     )
     result = _run(pytester, "--ringloop-blocking=0.01")
     result.assert_outcomes(failed=1)
@@ -105,7 +105,7 @@ async def test_blocks_under_anyio():
 
 def test_leak_fixtures(pytester):
     pytester.makepyfile(
-        test_leaky_app='''
+        test_leaky_app="""
 import asyncio, threading
 import pytest
 
@@ -120,7 +120,7 @@ async def test_no_task_leak(no_task_leaks):
 def test_thread_leak(no_thread_leaks):
     ev = threading.Event()
     threading.Thread(target=ev.wait, args=(0.5,), name="stuck").start()
-'''
+"""
     )
     result = _run(pytester)
     # The thread leak errors at teardown, after its call phase passed.
