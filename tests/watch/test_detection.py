@@ -74,8 +74,7 @@ async def lock_waiter():
 
 async def cpu_spinner():
     end = time.perf_counter() + BLOCK
-    while time.perf_counter() < end:
-        pass  # BLOCKS-cpu  # noqa: E701
+    while time.perf_counter() < end: pass  # BLOCKS-cpu  # noqa: E701  # fmt: skip
 
 
 def _slow_query_sql() -> str:
@@ -171,8 +170,7 @@ def test_samples_never_cross_slices(run):
         time.sleep(BLOCK)  # FIRST
         await asyncio.sleep(0)
         end = time.perf_counter() + BLOCK
-        while time.perf_counter() < end:
-            pass  # SECOND  # noqa: E701
+        while time.perf_counter() < end: pass  # SECOND  # noqa: E701  # fmt: skip
 
     async def main():
         async with no_blocking(THRESHOLD, action="log") as nb:
