@@ -28,12 +28,20 @@ from asyncio.log import logger
 
 from . import _core
 from ._handles import callback_source
+from ._nettransports import SelectorTransportsMixin
 from ._pipes import PipesMixin
 from ._signals import SignalMixin
 from ._sockops import SockOpsMixin
 
 
-class Loop(_core.LoopCore, SockOpsMixin, SignalMixin, PipesMixin, base_events.BaseEventLoop):
+class Loop(
+    _core.LoopCore,
+    SockOpsMixin,
+    SignalMixin,
+    PipesMixin,
+    SelectorTransportsMixin,
+    base_events.BaseEventLoop,
+):
     """A drop-in asyncio event loop on io_uring (or epoll).
 
     `Loop(backend=None)` picks `RINGLOOP_BACKEND` or probes io_uring and falls back to epoll;
