@@ -233,6 +233,35 @@ mod tests {
         assert_eq!(r.watched_fds(), 0);
     }
 
+    /// Forgetting an fd must release the kernel's reference to its file at once: closing a
+    /// listening socket right after must refuse new connections immediately.
+    fn forget_then_close_releases_the_file(choice: Choice) {
+        use std::net::{TcpListener, TcpStream};
+        use std::os::fd::IntoRawFd;
+        let (mut r, _) = Reactor::new(choice).unwrap();
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let fd = l.into_raw_fd();
+        r.set_interest(fd, true, false).unwrap();
+        let mut ev = Vec::new();
+        r.poll(Some(Duration::ZERO), &mut ev).unwrap(); // the poll is now armed in the kernel
+        r.set_interest(fd, false, false).unwrap();
+        sys::syscall!(close(fd)).unwrap();
+        let e = TcpStream::connect(addr).expect_err("the port must be closed");
+        assert_eq!(e.kind(), std::io::ErrorKind::ConnectionRefused, "{e}");
+    }
+
+    #[test]
+    fn epoll_forget_then_close_releases_the_file() {
+        forget_then_close_releases_the_file(Choice::Epoll);
+    }
+    #[test]
+    fn uring_forget_then_close_releases_the_file() {
+        if io_uring_available().0 {
+            forget_then_close_releases_the_file(Choice::IoUring);
+        }
+    }
+
     #[test]
     fn epoll_is_level_triggered() {
         level_triggered(Choice::Epoll);

@@ -190,9 +190,32 @@ impl UringReactor {
         }
         if let Some(old) = cancel {
             self.push(opcode::PollRemove::new(old).build().user_data(REMOVE_TOKEN))?;
+            if want == 0 {
+                // The fd is forgotten, most likely because it is about to be closed. The armed
+                // poll holds a reference to the *file*, so until the removal is processed a
+                // closed listening socket would keep accepting (clients get ECONNRESET instead
+                // of ECONNREFUSED) and a closed connection would not send its FIN. Process it
+                // now rather than at the next iteration's submit.
+                self.flush_removal()?;
+            }
         }
         if queue {
             self.to_arm.push(fd);
+        }
+        Ok(())
+    }
+
+    /// Submit queued SQEs now and, if the kernel deferred the cancelled request's completion
+    /// as task work (COOP_TASKRUN), enter once more so it runs and drops its file reference.
+    fn flush_removal(&mut self) -> io::Result<()> {
+        self.ring.submit()?;
+        let mut sq = self.ring.submission();
+        sq.sync();
+        let pending = sq.taskrun();
+        drop(sq);
+        if pending {
+            // With the TASKRUN flag set, submit() enters with GETEVENTS, which runs task work.
+            self.ring.submit()?;
         }
         Ok(())
     }
