@@ -4,8 +4,10 @@ The class stacks three layers, first match wins:
 
 1. `_core.LoopCore` (Rust): the hot path — `call_soon*`, `call_later`, `call_at`, `time`,
    `add_reader`/`add_writer`, the ready queue, the timer heap and the dispatcher.
-2. ringloop's Python mixins: socket operations (`_sockops`) and signals (`_signals`), written
-   on top of the native fd callbacks.
+2. ringloop's Python mixins, on top of the native fd callbacks: socket operations
+   (`_sockops`), signals (`_signals`), pipes and subprocesses (`_pipes`), and — for now — the
+   network transports (`_nettransports`: asyncio's selector transports, an interim layer that
+   native TCP/Unix/UDP transports will replace).
 3. `asyncio.BaseEventLoop`: semantics asyncio already gets right and that are not hot —
    `run_until_complete`, tasks and futures (CPython's C `Task`/`Future`), the exception
    handler, executors, `getaddrinfo`, async-generator shutdown, `sendfile` fallbacks.
