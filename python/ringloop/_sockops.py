@@ -53,6 +53,35 @@ def _check_sock(sock) -> None:
         raise ValueError("the socket must be non-blocking")
 
 
+# -- steps: what a readiness callback does; each returns the result or raises BlockingIOError --
+
+
+def _call(sock, method: str, *args):
+    # Looked up on every call, as asyncio does, so that wrappers and mocks that swap a
+    # socket's methods see the swap.
+    return getattr(sock, method)(*args)
+
+
+def _sendall_step(sock, view, pos) -> None:
+    # `pos` is a one-item list: the progress survives between readiness callbacks.
+    pos[0] += sock.send(view[pos[0] :])
+    if pos[0] < len(view):
+        raise BlockingIOError  # more to send: wait for the socket to be writable again
+
+
+def _connect_outcome(sock, address) -> None:
+    err = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+    if err:
+        # OSError(errno, ...) builds the matching subclass (ConnectionRefusedError, ...).
+        raise OSError(err, f"Connect call failed {address}")
+
+
+def _accept(sock):
+    conn, address = sock.accept()
+    conn.setblocking(False)
+    return conn, address
+
+
 class SockOpsMixin:
     """`sock_*` coroutines for `Loop`; see the module docstring for the contract."""
 
@@ -80,14 +109,14 @@ class SockOpsMixin:
             else:
                 self.remove_reader(fd)
 
-    def _sock_retry(self, fut, sock, method: str, *args) -> None:
-        """Readiness callback for the one-shot calls: retry `sock.<method>(*args)`."""
+    def _sock_settle(self, fut, step, *args) -> None:
+        """The readiness callback of every operation: run `step(*args)` and settle `fut` with
+        its result or exception. A step raises `BlockingIOError` to be called again on the
+        next readiness (the call would block, or there is more to do)."""
         if fut.done():
-            return
+            return  # cancelled: must not consume data or a connection
         try:
-            # Looked up on every call, as asyncio does, so that wrappers and mocks that swap
-            # a socket's methods see the swap.
-            result = getattr(sock, method)(*args)
+            result = step(*args)
         except _AGAIN:
             return
         except (SystemExit, KeyboardInterrupt):
@@ -109,7 +138,7 @@ class SockOpsMixin:
             return getattr(sock, method)(*args)
         except _AGAIN:
             pass
-        return await self._sock_wait(sock, write, self._sock_retry, sock, method, *args)
+        return await self._sock_wait(sock, write, self._sock_settle, _call, sock, method, *args)
 
     async def sock_recv(self, sock, n):
         """Receive up to `n` bytes from `sock`; `b""` at end of stream."""
@@ -142,24 +171,7 @@ class SockOpsMixin:
         view = memoryview(data).cast("B")
         if n == len(view):
             return
-        return await self._sock_wait(sock, True, self._sock_sendall_ready, sock, view, [n])
-
-    def _sock_sendall_ready(self, fut, sock, view, pos) -> None:
-        # `pos` is a one-item list: the progress survives between readiness callbacks.
-        if fut.done():
-            return
-        try:
-            pos[0] += sock.send(view[pos[0] :])
-            if pos[0] == len(view):
-                fut.set_result(None)
-        except _AGAIN:
-            return
-        except (SystemExit, KeyboardInterrupt):
-            raise
-        except BaseException as exc:
-            fut.set_exception(exc)
-        finally:
-            fut = None
+        return await self._sock_wait(sock, True, self._sock_settle, _sendall_step, sock, view, [n])
 
     async def sock_sendto(self, sock, data, address):
         """Send the datagram `data` to `address`; return the number of bytes sent."""
@@ -182,54 +194,16 @@ class SockOpsMixin:
             # EINPROGRESS (and EINTR: the kernel carries on connecting in the background). The
             # socket turns writable once the handshake ends either way; SO_ERROR says how.
             pass
-        return await self._sock_wait(sock, True, self._sock_connect_ready, sock, address)
-
-    def _sock_connect_ready(self, fut, sock, address) -> None:
-        if fut.done():
-            return
-        try:
-            err = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
-            if err:
-                # OSError(errno, ...) builds the matching subclass (ConnectionRefusedError, ...).
-                raise OSError(err, f"Connect call failed {address}")
-        except _AGAIN:
-            return
-        except (SystemExit, KeyboardInterrupt):
-            raise
-        except BaseException as exc:
-            fut.set_exception(exc)
-        else:
-            fut.set_result(None)
-        finally:
-            fut = None
+        return await self._sock_wait(sock, True, self._sock_settle, _connect_outcome, sock, address)
 
     async def sock_accept(self, sock):
         """Accept a connection on the listening `sock`; return `(conn, address)` with `conn`
         non-blocking."""
         _check_sock(sock)
         try:
-            conn, address = sock.accept()
+            return _accept(sock)
         except _AGAIN:
-            return await self._sock_wait(sock, False, self._sock_accept_ready, sock)
-        conn.setblocking(False)
-        return conn, address
-
-    def _sock_accept_ready(self, fut, sock) -> None:
-        if fut.done():
-            return  # a cancelled accept must not take a connection off the queue
-        try:
-            conn, address = sock.accept()
-            conn.setblocking(False)
-        except _AGAIN:
-            return
-        except (SystemExit, KeyboardInterrupt):
-            raise
-        except BaseException as exc:
-            fut.set_exception(exc)
-        else:
-            fut.set_result((conn, address))
-        finally:
-            fut = None
+            return await self._sock_wait(sock, False, self._sock_settle, _accept, sock)
 
     # -- sendfile --------------------------------------------------------------------------
 
@@ -262,7 +236,7 @@ class SockOpsMixin:
                 return job.step()
             except _AGAIN:
                 pass
-            return await self._sock_wait(sock, True, self._sock_retry, job, "step")
+            return await self._sock_wait(sock, True, self._sock_settle, job.step)
         finally:
             # os.sendfile() leaves the file position alone; move it past what was sent, as the
             # fallback does. file.seek() rather than os.lseek() so that a buffered file drops
@@ -274,7 +248,7 @@ class SockOpsMixin:
 class _Sendfile:
     """One sendfile transfer, advanced by `step()` on each writer readiness.
 
-    `step()` has the contract of the socket calls `_sock_retry` makes: it returns the result
+    `step()` has the contract of every `_sock_settle` step: it returns the result
     (total bytes sent) when the transfer is over, and raises `BlockingIOError` to be called
     again once the socket is writable.
     """
