@@ -30,8 +30,8 @@ What the borrowed transports reach for on the loop, besides the public API:
   `None`, and no borrowed transport code uses the return value (only the selector loop's own
   `sock_*` coroutines do, which ringloop does not borrow).
 * `_transports` (fd -> transport, a `WeakValueDictionary` made in `Loop.__init__`): every
-  selector transport registers itself there, so `_ensure_fd_no_transport` (loop.py) makes the
-  `sock_*` calls refuse an fd a transport owns, as asyncio does.
+  selector transport registers itself there, so `_ensure_fd_no_transport` (asyncio's,
+  borrowed in loop.py) makes the `sock_*` calls refuse an fd a transport owns, as asyncio does.
 * `_selector`: read only by the transports' `__repr__`, which asks `get_key(fd).events` to
   print `read=polling`/`write=<idle, ...>` (the pipe transports do the same, through
   `getattr(loop, "_selector", None)`). ringloop has no selector; `_SelectorView` answers that

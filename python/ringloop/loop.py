@@ -25,7 +25,7 @@ import socket
 import sys
 import threading
 import weakref
-from asyncio import base_events, events
+from asyncio import base_events, events, selector_events
 from asyncio.log import logger
 
 from . import _core
@@ -146,18 +146,11 @@ class Loop(
         # it (CPython's test_log_slow_callbacks, log-capturing tools) sees this warning too.
         base_events.logger.warning("Executing %s took %.3f seconds", fmt(handle), dt)
 
-    # -- transports bookkeeping (used by sock_* and, later, native transports) ---------------
+    # -- transports bookkeeping (sock_* and the transports check fds against _transports) ----
 
-    def _ensure_fd_no_transport(self, fd) -> None:
-        fileno = fd
-        if not isinstance(fileno, int):
-            try:
-                fileno = int(fileno.fileno())
-            except (AttributeError, TypeError, ValueError):
-                raise ValueError(f"Invalid file object: {fd!r}") from None
-        transport = self._transports.get(fileno)
-        if transport is not None and not transport.is_closing():
-            raise RuntimeError(f"File descriptor {fd!r} is used by transport {transport!r}")
+    # asyncio's own check, taken by reference like the transport code in _nettransports.py,
+    # so its behaviour and messages track the running Python.
+    _ensure_fd_no_transport = selector_events.BaseSelectorEventLoop._ensure_fd_no_transport
 
 
 def _numeric(host) -> bool:
