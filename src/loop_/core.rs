@@ -237,7 +237,16 @@ impl LoopCore {
         Ok(h)
     }
 
-    pub(crate) fn timer_cancelled(&self, py: Python<'_>) -> PyResult<()> {
+    /// Tell the reactor what `fd` is now watched for (nothing to do once the loop is closed).
+    fn set_interest(&self, py: Python<'_>, fd: RawFd, readable: bool, writable: bool) -> PyResult<std::io::Result<()>> {
+        let mut io = self.io.borrow_mut(py)?;
+        Ok(match io.reactor.as_mut() {
+            Some(r) => r.set_interest(fd, readable, writable),
+            None => Ok(()),
+        })
+    }
+
+        pub(crate) fn timer_cancelled(&self, py: Python<'_>) -> PyResult<()> {
         self.st.borrow_mut(py)?.timers.note_cancelled();
         Ok(())
     }
@@ -319,13 +328,7 @@ impl LoopCore {
             let old = slot.replace(handle);
             (old, e.reader.is_some(), e.writer.is_some())
         };
-        let res = {
-            let mut io = this.io.borrow_mut(py)?;
-            match io.reactor.as_mut() {
-                Some(r) => r.set_interest(fd, want_r, want_w),
-                None => Ok(()),
-            }
-        };
+        let res = this.set_interest(py, fd, want_r, want_w)?;
         if let Err(e) = res {
             // Undo: the fd keeps whatever it had before.
             let undone = {
@@ -369,13 +372,7 @@ impl LoopCore {
             (old, r, w)
         };
         let Some(old) = old else { return Ok(false) };
-        let res = {
-            let mut io = this.io.borrow_mut(py)?;
-            match io.reactor.as_mut() {
-                Some(r) => r.set_interest(fd, want_r, want_w),
-                None => Ok(()),
-            }
-        };
+        let res = this.set_interest(py, fd, want_r, want_w)?;
         let dropped = old.get().core.take_cancel(py)?;
         drop(dropped);
         drop(old);
