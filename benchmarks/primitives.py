@@ -497,17 +497,20 @@ def charts(result: dict[str, Any], outdir: Path) -> list[Path]:
                 color="#555555",
             )
 
+    def save(fig: Any, filename: str) -> None:
+        fig.tight_layout(rect=(0, 0.03, 1, 1))
+        footnote(fig)
+        path = outdir / filename
+        fig.savefig(path, dpi=120)
+        plt.close(fig)
+        written.append(path)
+
     fig, ax = plt.subplots(figsize=(11, 5.5))
     grouped(ax, shown, lambda n, p: _median(loops, n, p))
     ax.set_yscale("log")  # gather(100) is ~1000x call_soon: linear bars would hide the rest
     ax.set_ylabel("µs per operation (log scale, lower is better)")
     ax.set_title(f"asyncio primitives: µs/op, median {title_tail}")
-    fig.tight_layout(rect=(0, 0.03, 1, 1))
-    footnote(fig)
-    path = outdir / "primitives_us.png"
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    written.append(path)
+    save(fig, "primitives_us.png")
 
     def speedup(name: str, prim: str) -> float | None:
         base, us = _median(loops, "asyncio", prim), _median(loops, name, prim)
@@ -518,12 +521,7 @@ def charts(result: dict[str, Any], outdir: Path) -> list[Path]:
     ax.axhline(1.0, color="black", linestyle="--", linewidth=1)
     ax.set_ylabel("speed-up over stock asyncio (higher is better)")
     ax.set_title(f"asyncio primitives: speed-up over stock asyncio, same run {title_tail}")
-    fig.tight_layout(rect=(0, 0.03, 1, 1))
-    footnote(fig)
-    path = outdir / "primitives_speedup.png"
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    written.append(path)
+    save(fig, "primitives_speedup.png")
     return written
 
 
