@@ -3,6 +3,7 @@
 pub mod errors;
 pub mod loop_;
 pub mod reactor;
+pub mod transport;
 pub mod watch;
 
 use pyo3::prelude::*;
@@ -24,6 +25,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<loop_::core::LoopCore>()?;
     m.add_class::<loop_::handle::Handle>()?;
     m.add_class::<loop_::handle::TimerHandle>()?;
+    m.add_class::<transport::stream::StreamIO>()?;
     m.add_function(wrap_pyfunction!(io_uring_available, m)?)?;
     m.add_function(wrap_pyfunction!(watch::audit::audit_hook_install, m)?)?;
     m.add_function(wrap_pyfunction!(watch::audit::audit_set_in_slice, m)?)?;

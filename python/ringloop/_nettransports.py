@@ -79,8 +79,6 @@ class SelectorTransportsMixin:
 
     # -- transport factories (what BaseEventLoop leaves abstract) -----------------------------
 
-    _make_socket_transport = _Sel._make_socket_transport
-    _make_ssl_transport = _Sel._make_ssl_transport
     _make_datagram_transport = _Sel._make_datagram_transport
 
     # -- the accept loop asyncio.Server drives ----------------------------------------------

@@ -34,6 +34,7 @@ from ._nettransports import SelectorTransportsMixin
 from ._pipes import PipesMixin
 from ._signals import SignalMixin
 from ._sockops import SockOpsMixin
+from ._streams import StreamTransportsMixin
 
 
 class Loop(
@@ -41,6 +42,7 @@ class Loop(
     SockOpsMixin,
     SignalMixin,
     PipesMixin,
+    StreamTransportsMixin,
     SelectorTransportsMixin,
     base_events.BaseEventLoop,
 ):

@@ -34,6 +34,7 @@ use super::timers::TimerHeap;
 use crate::errors::os_error;
 use crate::reactor::sys::monotonic_ns;
 use crate::reactor::{Choice, Event, Reactor, Waker};
+use crate::transport::stream::StreamIO;
 use crate::watch::sampler::{Sample, Sampler, ThreadStateCell};
 use crate::watch::audit::{end_slice, set_eager, Recorded};
 use crate::watch::slice::set_in_slice;
@@ -127,6 +128,11 @@ pub struct LoopCore {
     /// The loop thread's PyThreadState while `run_forever` runs (for the native sampler).
     tstate: ThreadStateCell,
     pub(crate) slice: Arc<SliceClock>,
+    /// Counts `_run_once` calls: a stream transport sends directly at most once per iteration
+    /// and coalesces its later writes (see `transport::stream`).
+    iteration: AtomicU64,
+    /// Stream transports with coalesced writes to send once this iteration's callbacks ran.
+    flush: GilCell<Vec<Py<StreamIO>>>,
 }
 
 fn seconds_to_ns(s: f64) -> u64 {
@@ -315,12 +321,39 @@ impl LoopCore {
         args: &Bound<'_, PyTuple>,
         writer: bool,
     ) -> PyResult<()> {
-        let py = slf.py();
-        let this = slf.get();
-        this.check_open()?;
+        slf.get().check_open()?;
         let fd = fileobj_to_fd(fd)?;
         Self::check_callback(slf, callback, if writer { "add_writer" } else { "add_reader" })?;
         let handle = Self::new_handle(slf, callback, Args::from_tuple(args), None)?;
+        Self::install_fd_handle(slf, fd, handle, writer)
+    }
+
+    /// `add_writer`/`add_reader` for native transports: no argument checks (the callback is a
+    /// bound method of ours).
+    pub(crate) fn set_fd_callback_raw(slf: &Bound<'_, Self>, fd: RawFd, callback: &Bound<'_, PyAny>, writer: bool) -> PyResult<()> {
+        slf.get().check_open()?;
+        let handle = Self::new_handle(slf, callback, Args::None, None)?;
+        Self::install_fd_handle(slf, fd, handle, writer)
+    }
+
+    pub(crate) fn remove_fd_callback_raw(slf: &Bound<'_, Self>, fd: RawFd, writer: bool) -> PyResult<bool> {
+        Self::remove_fd_handle(slf, fd, writer)
+    }
+
+    /// Queue a stream transport's coalesced writes for the end of this iteration.
+    pub(crate) fn queue_flush(slf: &Bound<'_, Self>, io: Py<StreamIO>) -> PyResult<()> {
+        slf.get().flush.borrow_mut(slf.py())?.push(io);
+        Ok(())
+    }
+
+    #[inline]
+    pub(crate) fn iteration(&self) -> u64 {
+        self.iteration.load(Ordering::Relaxed)
+    }
+
+    fn install_fd_handle(slf: &Bound<'_, Self>, fd: RawFd, handle: Py<Handle>, writer: bool) -> PyResult<()> {
+        let py = slf.py();
+        let this = slf.get();
         let (old, want_r, want_w) = {
             let mut st = this.st.borrow_mut(py)?;
             let e = st.fds.entry(fd).or_default();
@@ -355,9 +388,13 @@ impl LoopCore {
     }
 
     fn remove_fd_callback(slf: &Bound<'_, Self>, fd: &Bound<'_, PyAny>, writer: bool) -> PyResult<bool> {
+        let fd = fileobj_to_fd(fd)?;
+        Self::remove_fd_handle(slf, fd, writer)
+    }
+
+    fn remove_fd_handle(slf: &Bound<'_, Self>, fd: RawFd, writer: bool) -> PyResult<bool> {
         let py = slf.py();
         let this = slf.get();
-        let fd = fileobj_to_fd(fd)?;
         if this.closed.load(Ordering::Relaxed) {
             return Ok(false);
         }
@@ -384,6 +421,7 @@ impl LoopCore {
     fn run_once(slf: &Bound<'_, Self>) -> PyResult<()> {
         let py = slf.py();
         let this = slf.get();
+        this.iteration.fetch_add(1, Ordering::Relaxed);
 
         // Discard cancelled timers before deciding how long to sleep; drop them only after the
         // borrow ends (their callbacks' __del__ may schedule more work).
@@ -483,6 +521,31 @@ impl LoopCore {
                 Self::run_timed(slf, &h)?;
             }
         }
+        Self::flush_streams(slf)
+    }
+
+    /// Send the writes stream transports coalesced during this iteration (one `sendmsg` each).
+    fn flush_streams(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let py = slf.py();
+        let this = slf.get();
+        if this.flush.borrow(py)?.is_empty() {
+            return Ok(());
+        }
+        let list = std::mem::take(&mut *this.flush.borrow_mut(py)?);
+        let mut it = list.into_iter();
+        while let Some(io) = it.next() {
+            let Err(e) = StreamIO::flush(io.bind(py)) else { continue };
+            if e.is_instance_of::<pyo3::exceptions::PyKeyboardInterrupt>(py) || e.is_instance_of::<pyo3::exceptions::PySystemExit>(py) {
+                // Leaving run_forever: the others still flush at the next iteration.
+                this.flush.borrow_mut(py)?.extend(it);
+                return Err(e);
+            }
+            // What asyncio does with an exception from a writer callback.
+            let ctx = PyDict::new(py);
+            ctx.set_item("message", "Exception in a stream transport's write flush")?;
+            ctx.set_item("exception", e.into_value(py))?;
+            slf.call_method1("call_exception_handler", (ctx,))?;
+        }
         Ok(())
     }
 
@@ -579,6 +642,8 @@ impl LoopCore {
             stats: GilCell::new(SliceStats::default()),
             tstate: Arc::default(),
             slice: Arc::new(SliceClock::default()),
+            iteration: AtomicU64::new(0),
+            flush: GilCell::new(Vec::new()),
         })
     }
 
@@ -836,7 +901,8 @@ impl LoopCore {
         let hook = this.watch_hook.borrow_mut(py)?.take();
         let sampler = this.sampler.borrow_mut(py)?.take();
         let slow_audit = std::mem::take(&mut *this.slow_audit.borrow_mut(py)?);
-        drop((ready, timers, fds, reactor, hook, slow_audit));
+        let flush = std::mem::take(&mut *this.flush.borrow_mut(py)?);
+        drop((ready, timers, fds, reactor, hook, slow_audit, flush));
         // Joining the watchdog thread: it never takes the GIL, so waiting with it held is safe.
         drop(sampler);
         Ok(())
@@ -956,6 +1022,11 @@ impl LoopCore {
         if let Some(h) = self.watch_hook.try_borrow_unattached() {
             visit.call(&*h)?;
         }
+        if let Some(list) = self.flush.try_borrow_unattached() {
+            for io in list.iter() {
+                visit.call(io)?;
+            }
+        }
         if let Some(ev) = self.slow_audit.try_borrow_unattached() {
             for r in ev.iter() {
                 visit.call(&r.args)?;
@@ -970,7 +1041,8 @@ impl LoopCore {
         let py = unsafe { Python::assume_attached() };
         let taken = self.st.borrow_mut(py).ok().map(|mut st| std::mem::take(&mut *st));
         let hook = self.watch_hook.borrow_mut(py).ok().and_then(|mut h| h.take());
-        drop((taken, hook));
+        let flush = self.flush.borrow_mut(py).ok().map(|mut f| std::mem::take(&mut *f));
+        drop((taken, hook, flush));
     }
 }
 

@@ -50,4 +50,9 @@ impl<T> GilCell<T> {
     pub fn try_borrow_unattached(&self) -> Option<Ref<'_, T>> {
         self.0.try_borrow().ok()
     }
+
+    /// For `__clear__`, which runs with the GIL held but without a `Python` token at hand.
+    pub fn try_borrow_mut_unattached(&self) -> Option<RefMut<'_, T>> {
+        self.0.try_borrow_mut().ok()
+    }
 }

@@ -1,0 +1,183 @@
+"""ringloop's stream transport (TCP and Unix sockets): asyncio's semantics, native I/O.
+
+`StreamTransport` subclasses asyncio's own `_SelectorSocketTransport` so that everything that
+is not on the per-read or per-write path — connection setup order (`connection_made`, then
+reading, then the waiter), `close`/`abort`/`_fatal_error`/`_call_connection_lost`, `Server`
+attach/detach, `eof_received` handling, `pause_reading`/`resume_reading`, flow-control
+callbacks, `repr`, the unclosed-transport `ResourceWarning` — is asyncio's code, taken from the
+running Python. The per-connection I/O is `_core.StreamIO` (Rust, `src/transport/stream.rs`):
+
+* reading: the fd's reader callback is `StreamIO._on_readable`, which `recv`s natively and
+  calls `data_received` (or `get_buffer`/`buffer_updated`) itself;
+* writing: `write`/`writelines` are `StreamIO`'s, bound into the instance so a call goes
+  straight to native code; the write buffer, `_conn_lost`, `_eof` and "sendfile in progress"
+  live there because the write path checks them on every call.
+
+asyncio's methods read `self._buffer` (for truthiness), `self._conn_lost` and `self._eof`;
+here they are properties over the native state, so the inherited code keeps working. The
+methods overridden below are the ones that *mutate* the buffer (`_force_close` clears it) or
+must tell the native side to report the buffer draining (`close`, `write_eof`, sendfile's
+empty waiter) — asyncio's versions do that inside `_write_ready`, which the native flush
+replaces.
+"""
+
+from __future__ import annotations
+
+import socket
+from asyncio import constants, selector_events, sslproto
+
+from . import _core
+
+_Base = selector_events._SelectorSocketTransport
+
+
+class StreamTransport(_Base):
+    """A TCP or Unix-socket transport with native reads and writes (see the module docs)."""
+
+    def __init__(self, loop, sock, protocol, waiter=None, extra=None, server=None):
+        io = _core.StreamIO(loop, sock.fileno(), self)
+        self._io = io
+        self._empty_waiter_fut = None
+        # Instance attributes, so the lookups asyncio's code and user code make find the
+        # native callables directly (no Python frame in between).
+        self._read_ready = io._on_readable
+        self.write = io.write
+        self.writelines = io.writelines
+        super().__init__(loop, sock, protocol, waiter, extra, server)
+        io.set_limits(self._high_water, self._low_water)
+
+    # -- state the native write path owns ------------------------------------------------------
+
+    @property
+    def _buffer(self):
+        # asyncio's code only tests it for truthiness: the number of unsent bytes does.
+        return self._io.buffer_size
+
+    @_buffer.setter
+    def _buffer(self, value):
+        pass  # _SelectorTransport.__init__ assigns a fresh bytearray; the buffer is native.
+
+    @property
+    def _conn_lost(self):
+        return self._io.conn_lost
+
+    @_conn_lost.setter
+    def _conn_lost(self, value):
+        self._io.conn_lost = value
+
+    @property
+    def _eof(self):
+        return self._io.eof
+
+    @_eof.setter
+    def _eof(self, value):
+        self._io.eof = value
+
+    @property
+    def _empty_waiter(self):
+        return self._empty_waiter_fut
+
+    @_empty_waiter.setter
+    def _empty_waiter(self, fut):
+        self._empty_waiter_fut = fut
+        io = self.__dict__.get("_io")
+        if io is not None:
+            io.sendfile_busy = fut is not None
+            if fut is not None:
+                io.watch_drain = True
+
+    def set_protocol(self, protocol):
+        super().set_protocol(protocol)
+        self._io.set_protocol(protocol)
+
+    def get_write_buffer_size(self):
+        return self._io.buffer_size
+
+    def _set_write_buffer_limits(self, high=None, low=None):
+        super()._set_write_buffer_limits(high, low)
+        io = self.__dict__.get("_io")
+        if io is not None:
+            io.set_limits(self._high_water, self._low_water)
+
+    # -- edges the native side calls back into --------------------------------------------------
+
+    def _on_drained(self):
+        """The write buffer emptied while someone was waiting for it (asyncio's tail of
+        `_write_ready`)."""
+        if self._empty_waiter is not None and not self._empty_waiter.done():
+            self._empty_waiter.set_result(None)
+        if self._closing:
+            self._call_connection_lost(None)
+        elif self._eof and self._sock is not None:
+            self._sock.shutdown(socket.SHUT_WR)
+
+    def _write_error(self, exc):
+        """A buffered write failed: the buffer is already dropped natively."""
+        self._fatal_error(exc, "Fatal write error on socket transport")
+        if self._empty_waiter is not None and not self._empty_waiter.done():
+            self._empty_waiter.set_exception(exc)
+
+    # -- asyncio methods that mutate the buffer or need a drain report -------------------------
+
+    def close(self):
+        super().close()
+        if self._io.buffer_size:
+            self._io.watch_drain = True
+
+    def write_eof(self):
+        super().write_eof()
+        if self._eof and self._io.buffer_size:
+            self._io.watch_drain = True
+
+    def _force_close(self, exc):
+        if self._conn_lost:
+            return
+        if self._io.buffer_size:
+            self._io.clear_writes()
+        if not self._closing:
+            self._closing = True
+            self._loop._remove_reader(self._sock_fd)
+        self._conn_lost += 1
+        self._loop.call_soon(self._call_connection_lost, exc)
+
+    def _call_connection_lost(self, exc):
+        try:
+            super()._call_connection_lost(exc)
+        finally:
+            # Unregisters the writer and breaks the transport <-> StreamIO cycle.
+            self._io.detach()
+
+
+class StreamTransportsMixin:
+    """The loop's factories for stream transports (what `BaseEventLoop` leaves abstract)."""
+
+    def _make_socket_transport(self, sock, protocol, waiter=None, *, extra=None, server=None):
+        return StreamTransport(self, sock, protocol, waiter, extra, server)
+
+    def _make_ssl_transport(
+        self,
+        rawsock,
+        protocol,
+        sslcontext,
+        waiter=None,
+        *,
+        server_side=False,
+        server_hostname=None,
+        extra=None,
+        server=None,
+        ssl_handshake_timeout=constants.SSL_HANDSHAKE_TIMEOUT,
+        ssl_shutdown_timeout=constants.SSL_SHUTDOWN_TIMEOUT,
+    ):
+        # TLS is the stdlib's SSLProtocol (a BufferedProtocol) over the native transport.
+        ssl_protocol = sslproto.SSLProtocol(
+            self,
+            protocol,
+            sslcontext,
+            waiter,
+            server_side,
+            server_hostname,
+            ssl_handshake_timeout=ssl_handshake_timeout,
+            ssl_shutdown_timeout=ssl_shutdown_timeout,
+        )
+        StreamTransport(self, rawsock, ssl_protocol, extra=extra, server=server)
+        return ssl_protocol._app_transport

@@ -1,0 +1,716 @@
+//! `StreamIO`: the native I/O of one stream-socket transport (TCP or Unix).
+//!
+//! What it owns, and the invariants the Python transport (`ringloop._streams`) relies on:
+//! - the **write buffer**: `bytes` objects queued in order, `off` bytes of the first already
+//!   sent. `size` is always the number of unsent bytes; the Python side reads it as
+//!   `get_write_buffer_size()` and as asyncio's `_buffer` truthiness.
+//! - **when bytes go out.** The first `write()` of a loop iteration on an idle transport sends
+//!   at once (asyncio's own behaviour, so a lone write is never delayed); later writes in the
+//!   same iteration are appended and the loop flushes them all with one `sendmsg` after the
+//!   iteration's callbacks ran. A pipelined client's sixteen responses thus cost two syscalls,
+//!   not sixteen. Whatever the kernel does not take waits for writability (a writer callback
+//!   on the loop), and is sent from there.
+//! - **flow control**: above `high` the transport's `_maybe_pause_protocol` is called (it
+//!   re-checks and calls `pause_writing`); once a flush brings the buffer to `low` or below,
+//!   `_maybe_resume_protocol`.
+//! - `conn_lost`, `eof` (write_eof asked) and `sendfile_busy` mirror asyncio's `_conn_lost`,
+//!   `_eof` and `_empty_waiter is not None`: the write path checks them, so they live here.
+//! - `watch_drain`: the Python side wants `_on_drained()` when the buffer empties (close with
+//!   data pending, write_eof, sendfile's empty waiter). Left unset on the hot path, so a
+//!   drained buffer costs no Python call.
+//!
+//! Reads copy into exact-size `bytes` from a per-thread scratch buffer of asyncio's `max_size`
+//! (256 KiB): one allocation of the right size per read, and no buffer lent to Python.
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::os::fd::RawFd;
+
+use pyo3::exceptions::{PyKeyboardInterrupt, PyRuntimeError, PySystemExit, PyTypeError};
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyByteArray, PyBytes, PyMemoryView};
+use pyo3::{intern, PyTraverseError, PyVisit};
+
+use crate::errors::os_error;
+use crate::loop_::core::LoopCore;
+use crate::loop_::gil_cell::GilCell;
+
+/// asyncio's `_SelectorTransport.max_size`: the most one `recv` asks for.
+const MAX_READ: usize = 256 * 1024;
+/// iovecs per `sendmsg`; well under IOV_MAX (1024), and more chunks than one flush ever needs.
+const MAX_IOV: usize = 64;
+/// asyncio's `constants.LOG_THRESHOLD_FOR_CONNLOST_WRITES`.
+const LOG_THRESHOLD_FOR_CONNLOST_WRITES: u32 = 5;
+
+thread_local! {
+    static SCRATCH: RefCell<Vec<u8>> = RefCell::new(vec![0u8; MAX_READ]);
+}
+
+/// How reads reach the protocol, picked by `set_protocol` as asyncio does.
+enum Sink {
+    None,
+    Data(Py<PyAny>),
+    Buffered { get_buffer: Py<PyAny>, buffer_updated: Py<PyAny> },
+}
+
+struct St {
+    transport: Option<Py<PyAny>>,
+    sink: Sink,
+    wbuf: VecDeque<Py<PyBytes>>,
+    off: usize,
+    size: usize,
+    high: usize,
+    low: usize,
+    /// `_maybe_pause_protocol` was called and `_maybe_resume_protocol` not yet.
+    pause_signalled: bool,
+    /// Waiting for writability (a writer callback is registered on the loop).
+    armed: bool,
+    /// In the loop's end-of-iteration flush list.
+    queued: bool,
+    /// Loop iteration of the last direct send (see the module docs).
+    last_direct: u64,
+    eof: bool,
+    conn_lost: u32,
+    sendfile_busy: bool,
+    watch_drain: bool,
+    detached: bool,
+}
+
+#[pyclass(module = "ringloop._core", frozen, weakref)]
+pub struct StreamIO {
+    fd: RawFd,
+    loop_: Py<LoopCore>,
+    st: GilCell<St>,
+}
+
+fn is_fatal_to_loop(py: Python<'_>, e: &PyErr) -> bool {
+    e.is_instance_of::<PyKeyboardInterrupt>(py) || e.is_instance_of::<PySystemExit>(py)
+}
+
+fn logger(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
+    static LOGGER: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+    LOGGER.import(py, "asyncio.log", "logger")
+}
+
+fn buffered_protocol_type(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
+    static T: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+    T.import(py, "asyncio", "BufferedProtocol")
+}
+
+/// A contiguous read-only view of a bytes-like object, released on drop.
+struct View {
+    buf: ffi::Py_buffer,
+}
+
+impl View {
+    fn new(obj: &Bound<'_, PyAny>, flags: i32) -> PyResult<View> {
+        // SAFETY: Py_buffer is plain data; PyObject_GetBuffer fills it or fails.
+        let mut buf: ffi::Py_buffer = unsafe { std::mem::zeroed() };
+        // SAFETY: `obj` is a live object and `buf` a writable Py_buffer; on success we own a
+        // buffer export released in Drop.
+        if unsafe { ffi::PyObject_GetBuffer(obj.as_ptr(), &mut buf, flags) } != 0 {
+            return Err(PyErr::fetch(obj.py()));
+        }
+        Ok(View { buf })
+    }
+
+    fn len(&self) -> usize {
+        self.buf.len as usize
+    }
+
+    fn ptr(&self) -> *mut u8 {
+        self.buf.buf.cast()
+    }
+
+    fn bytes(&self) -> &[u8] {
+        if self.len() == 0 {
+            return &[];
+        }
+        // SAFETY: the exporter guarantees `len` readable bytes at `buf` while the view is held.
+        unsafe { std::slice::from_raw_parts(self.ptr(), self.len()) }
+    }
+}
+
+impl Drop for View {
+    fn drop(&mut self) {
+        // SAFETY: releases the export taken in `new`, exactly once. Drop runs with the GIL held:
+        // views never outlive the method that made them.
+        unsafe { ffi::PyBuffer_Release(&mut self.buf) };
+    }
+}
+
+fn send_flags() -> i32 {
+    // MSG_NOSIGNAL: a write to a reset peer must raise EPIPE, never kill the process with
+    // SIGPIPE (Python ignores SIGPIPE itself, but an embedding application may not).
+    libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT
+}
+
+enum Sent {
+    All,
+    Part(usize),
+    Err(std::io::Error),
+}
+
+fn send_now(fd: RawFd, data: &[u8]) -> Sent {
+    // SAFETY: `data` is a valid slice for the duration of the call.
+    let n = unsafe { libc::send(fd, data.as_ptr().cast(), data.len(), send_flags()) };
+    if n < 0 {
+        let e = std::io::Error::last_os_error();
+        return match e.raw_os_error() {
+            Some(libc::EAGAIN) | Some(libc::EINTR) => Sent::Part(0),
+            _ => Sent::Err(e),
+        };
+    }
+    if n as usize == data.len() {
+        Sent::All
+    } else {
+        Sent::Part(n as usize)
+    }
+}
+
+impl St {
+    fn push(&mut self, py: Python<'_>, b: Py<PyBytes>) {
+        self.size += b.bind(py).as_bytes().len();
+        self.wbuf.push_back(b);
+    }
+
+    /// Forget `n` sent bytes from the front. Returns the dropped chunks so the caller can
+    /// release them after the borrow ends.
+    fn consume(&mut self, py: Python<'_>, mut n: usize, dropped: &mut Vec<Py<PyBytes>>) {
+        self.size -= n;
+        while n > 0 {
+            let front_len = self.wbuf.front().expect("size counts queued bytes").bind(py).as_bytes().len();
+            let left = front_len - self.off;
+            if n >= left {
+                n -= left;
+                self.off = 0;
+                dropped.push(self.wbuf.pop_front().expect("checked"));
+            } else {
+                self.off += n;
+                n = 0;
+            }
+        }
+    }
+}
+
+impl StreamIO {
+    fn transport(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
+        Ok(self.st.borrow(py)?.transport.as_ref().map(|t| t.clone_ref(py)))
+    }
+
+    /// asyncio's `_fatal_error(exc, message)` on the transport.
+    fn fatal(&self, py: Python<'_>, err: PyErr, message: &str) -> PyResult<()> {
+        if is_fatal_to_loop(py, &err) {
+            return Err(err);
+        }
+        if let Some(t) = self.transport(py)? {
+            t.call_method1(py, intern!(py, "_fatal_error"), (err.into_value(py), message))?;
+        }
+        Ok(())
+    }
+
+    fn arm_writer(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let py = slf.py();
+        let this = slf.get();
+        {
+            let mut st = this.st.borrow_mut(py)?;
+            if st.armed || st.detached {
+                return Ok(());
+            }
+            st.armed = true;
+        }
+        let cb = slf.getattr(intern!(py, "_on_writable"))?;
+        LoopCore::set_fd_callback_raw(this.loop_.bind(py), this.fd, &cb, true)
+    }
+
+    fn disarm_writer(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let py = slf.py();
+        let this = slf.get();
+        {
+            let mut st = this.st.borrow_mut(py)?;
+            if !st.armed {
+                return Ok(());
+            }
+            st.armed = false;
+        }
+        LoopCore::remove_fd_callback_raw(this.loop_.bind(py), this.fd, true).map(|_| ())
+    }
+
+    /// Send as much of the buffer as the kernel takes, with one `sendmsg` per round; then do
+    /// what the new buffer size calls for (wait for writability, resume the protocol, tell the
+    /// Python side the buffer drained).
+    pub(crate) fn flush(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let py = slf.py();
+        let this = slf.get();
+        let mut dropped = Vec::new();
+        let outcome = {
+            let mut st = this.st.borrow_mut(py)?;
+            st.queued = false;
+            if st.detached || st.conn_lost > 0 {
+                return Ok(());
+            }
+            loop {
+                if st.size == 0 {
+                    break Ok(true);
+                }
+                let mut iov: [libc::iovec; MAX_IOV] = [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; MAX_IOV];
+                let mut n_iov = 0;
+                let mut total = 0usize;
+                for (i, b) in st.wbuf.iter().take(MAX_IOV).enumerate() {
+                    let bytes = b.bind(py).as_bytes();
+                    let s = if i == 0 { &bytes[st.off..] } else { bytes };
+                    iov[i] = libc::iovec { iov_base: s.as_ptr() as *mut libc::c_void, iov_len: s.len() };
+                    total += s.len();
+                    n_iov += 1;
+                }
+                // SAFETY: msghdr is plain data; zeroed is a valid "no name, no control" header.
+                let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+                msg.msg_iov = iov.as_mut_ptr();
+                msg.msg_iovlen = n_iov;
+                // SAFETY: every iovec points into a `bytes` object the buffer keeps alive for
+                // the duration of the call.
+                let n = unsafe { libc::sendmsg(this.fd, &msg, send_flags()) };
+                if n < 0 {
+                    let e = std::io::Error::last_os_error();
+                    match e.raw_os_error() {
+                        Some(libc::EINTR) => continue,
+                        Some(libc::EAGAIN) => break Ok(false),
+                        _ => {
+                            st.size = 0;
+                            st.off = 0;
+                            dropped.extend(st.wbuf.drain(..));
+                            break Err(e);
+                        }
+                    }
+                }
+                let n = n as usize;
+                st.consume(py, n, &mut dropped);
+                if n < total {
+                    break Ok(false);
+                }
+            }
+        };
+        drop(dropped);
+        match outcome {
+            Err(e) => {
+                Self::disarm_writer(slf)?;
+                if let Some(t) = this.transport(py)? {
+                    t.call_method1(py, intern!(py, "_write_error"), (os_error(e).into_value(py),))?;
+                }
+                Ok(())
+            }
+            Ok(drained) => {
+                let (resume, notify) = {
+                    let mut st = this.st.borrow_mut(py)?;
+                    let resume = st.pause_signalled && st.size <= st.low;
+                    if resume {
+                        st.pause_signalled = false;
+                    }
+                    (resume, drained && (st.watch_drain || st.eof))
+                };
+                if drained {
+                    Self::disarm_writer(slf)?;
+                } else {
+                    Self::arm_writer(slf)?;
+                }
+                if resume {
+                    if let Some(t) = this.transport(py)? {
+                        t.call_method0(py, intern!(py, "_maybe_resume_protocol"))?;
+                    }
+                }
+                // `_maybe_resume_protocol` may have written more: only a still-empty buffer
+                // counts as drained.
+                if notify && this.st.borrow(py)?.size == 0 {
+                    if let Some(t) = this.transport(py)? {
+                        t.call_method0(py, intern!(py, "_on_drained"))?;
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Queue `data` (whatever `write` did not send) and make sure it goes out.
+    fn buffer(slf: &Bound<'_, Self>, data: Py<PyBytes>, wait_writable: bool) -> PyResult<()> {
+        let py = slf.py();
+        let this = slf.get();
+        let (queue, pause) = {
+            let mut st = this.st.borrow_mut(py)?;
+            st.push(py, data);
+            let queue = !wait_writable && !st.armed && !st.queued;
+            if queue {
+                st.queued = true;
+            }
+            let pause = st.size > st.high;
+            if pause {
+                st.pause_signalled = true;
+            }
+            (queue, pause)
+        };
+        if wait_writable {
+            Self::arm_writer(slf)?;
+        } else if queue {
+            LoopCore::queue_flush(this.loop_.bind(py), slf.clone().unbind())?;
+        }
+        if pause {
+            if let Some(t) = this.transport(py)? {
+                t.call_method0(py, intern!(py, "_maybe_pause_protocol"))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The checks asyncio's `write` makes before touching the socket. `Ok(false)`: nothing to
+    /// send (empty data, or the connection is lost and the write was counted).
+    fn write_allowed(&self, py: Python<'_>, nbytes: usize) -> PyResult<bool> {
+        let mut st = self.st.borrow_mut(py)?;
+        if st.eof {
+            return Err(PyRuntimeError::new_err("Cannot call write() after write_eof()"));
+        }
+        if st.sendfile_busy {
+            return Err(PyRuntimeError::new_err("unable to write; sendfile is in progress"));
+        }
+        if nbytes == 0 {
+            return Ok(false);
+        }
+        if st.conn_lost > 0 || st.detached {
+            let warn = st.conn_lost >= LOG_THRESHOLD_FOR_CONNLOST_WRITES;
+            st.conn_lost += 1;
+            drop(st);
+            if warn {
+                logger(py)?.call_method1(intern!(py, "warning"), ("socket.send() raised exception.",))?;
+            }
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
+    fn write_one(slf: &Bound<'_, Self>, data: &Bound<'_, PyAny>) -> PyResult<()> {
+        let py = slf.py();
+        let this = slf.get();
+        let bytes = data.cast::<PyBytes>().ok();
+        if bytes.is_none() && !(data.is_instance_of::<PyByteArray>() || data.is_instance_of::<PyMemoryView>()) {
+            let name = data.get_type().name()?;
+            return Err(PyTypeError::new_err(format!(
+                "data argument must be a bytes-like object, not {}",
+                name.repr()?
+            )));
+        }
+        let view = match bytes {
+            Some(_) => None,
+            None => Some(View::new(data, ffi::PyBUF_SIMPLE)?),
+        };
+        let payload: &[u8] = match (&bytes, &view) {
+            (Some(b), _) => b.as_bytes(),
+            (None, Some(v)) => v.bytes(),
+            _ => unreachable!("one of the two is set"),
+        };
+        if !this.write_allowed(py, payload.len())? {
+            return Ok(());
+        }
+        let iteration = this.loop_.get().iteration();
+        let direct = {
+            let mut st = this.st.borrow_mut(py)?;
+            let idle = st.size == 0 && !st.armed && !st.queued;
+            let direct = idle && st.last_direct != iteration;
+            if direct {
+                st.last_direct = iteration;
+            }
+            direct
+        };
+        if !direct {
+            let owned = match bytes {
+                Some(b) => b.clone().unbind(),
+                None => PyBytes::new(py, payload).unbind(),
+            };
+            drop(view);
+            return Self::buffer(slf, owned, false);
+        }
+        match send_now(this.fd, payload) {
+            Sent::All => Ok(()),
+            Sent::Part(n) => {
+                let rest = match (n, bytes) {
+                    (0, Some(b)) => b.clone().unbind(),
+                    _ => PyBytes::new(py, &payload[n..]).unbind(),
+                };
+                drop(view);
+                Self::buffer(slf, rest, true)
+            }
+            Sent::Err(e) => {
+                drop(view);
+                this.fatal(py, os_error(e), "Fatal write error on socket transport")
+            }
+        }
+    }
+
+    fn read_data(&self, py: Python<'_>, cb: &Py<PyAny>) -> PyResult<()> {
+        let res = SCRATCH.with(|s| -> Result<Option<Py<PyBytes>>, std::io::Error> {
+            let mut s = s.borrow_mut();
+            // SAFETY: the scratch buffer is MAX_READ writable bytes owned by this thread.
+            let n = unsafe { libc::recv(self.fd, s.as_mut_ptr().cast(), MAX_READ, 0) };
+            if n < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if n == 0 {
+                return Ok(None);
+            }
+            Ok(Some(PyBytes::new(py, &s[..n as usize]).unbind()))
+        });
+        let data = match res {
+            Ok(Some(d)) => d,
+            Ok(None) => return self.on_eof(py),
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EAGAIN) | Some(libc::EINTR)) => return Ok(()),
+            Err(e) => return self.fatal(py, os_error(e), "Fatal read error on socket transport"),
+        };
+        if let Err(e) = cb.call1(py, (data,)) {
+            return self.fatal(py, e, "Fatal error: protocol.data_received() call failed.");
+        }
+        Ok(())
+    }
+
+    fn read_buffered(&self, py: Python<'_>, get_buffer: &Py<PyAny>, buffer_updated: &Py<PyAny>) -> PyResult<()> {
+        let buf = match get_buffer.call1(py, (-1,)).and_then(|b| {
+            let b = b.into_bound(py);
+            if b.len()? == 0 {
+                return Err(PyRuntimeError::new_err("get_buffer() returned an empty buffer"));
+            }
+            Ok(b)
+        }) {
+            Ok(b) => b,
+            Err(e) => return self.fatal(py, e, "Fatal error: protocol.get_buffer() call failed."),
+        };
+        let n = {
+            let view = match View::new(&buf, ffi::PyBUF_WRITABLE) {
+                Ok(v) => v,
+                Err(e) => return self.fatal(py, e, "Fatal read error on socket transport"),
+            };
+            // SAFETY: the writable export guarantees `len` bytes at `ptr` while `view` lives.
+            let n = unsafe { libc::recv(self.fd, view.ptr().cast(), view.len(), 0) };
+            if n < 0 {
+                let e = std::io::Error::last_os_error();
+                drop(view);
+                return match e.raw_os_error() {
+                    Some(libc::EAGAIN) | Some(libc::EINTR) => Ok(()),
+                    _ => self.fatal(py, os_error(e), "Fatal read error on socket transport"),
+                };
+            }
+            n as usize
+        };
+        drop(buf);
+        if n == 0 {
+            return self.on_eof(py);
+        }
+        if let Err(e) = buffer_updated.call1(py, (n,)) {
+            return self.fatal(py, e, "Fatal error: protocol.buffer_updated() call failed.");
+        }
+        Ok(())
+    }
+
+    fn on_eof(&self, py: Python<'_>) -> PyResult<()> {
+        if let Some(t) = self.transport(py)? {
+            t.call_method0(py, intern!(py, "_read_ready__on_eof"))?;
+        }
+        Ok(())
+    }
+}
+
+#[pymethods]
+impl StreamIO {
+    #[new]
+    fn py_new(loop_: &Bound<'_, PyAny>, fd: RawFd, transport: Py<PyAny>) -> PyResult<Self> {
+        let loop_ = loop_.cast::<LoopCore>()?.clone().unbind();
+        Ok(StreamIO {
+            fd,
+            loop_,
+            st: GilCell::new(St {
+                transport: Some(transport),
+                sink: Sink::None,
+                wbuf: VecDeque::new(),
+                off: 0,
+                size: 0,
+                high: 64 * 1024,
+                low: 16 * 1024,
+                pause_signalled: false,
+                armed: false,
+                queued: false,
+                last_direct: u64::MAX,
+                eof: false,
+                conn_lost: 0,
+                sendfile_busy: false,
+                watch_drain: false,
+                detached: false,
+            }),
+        })
+    }
+
+    /// Pick how reads reach `protocol`: `get_buffer`/`buffer_updated` for a
+    /// `BufferedProtocol`, else `data_received` (looked up once here, not per read).
+    fn set_protocol(&self, py: Python<'_>, protocol: &Bound<'_, PyAny>) -> PyResult<()> {
+        let sink = if protocol.is_instance(buffered_protocol_type(py)?)? {
+            Sink::Buffered {
+                get_buffer: protocol.getattr(intern!(py, "get_buffer"))?.unbind(),
+                buffer_updated: protocol.getattr(intern!(py, "buffer_updated"))?.unbind(),
+            }
+        } else {
+            Sink::Data(protocol.getattr(intern!(py, "data_received"))?.unbind())
+        };
+        let old = std::mem::replace(&mut self.st.borrow_mut(py)?.sink, sink);
+        drop(old);
+        Ok(())
+    }
+
+    /// The fd's reader callback: one read, handed to the protocol.
+    fn _on_readable(&self, py: Python<'_>) -> PyResult<()> {
+        enum Which {
+            Data(Py<PyAny>),
+            Buffered(Py<PyAny>, Py<PyAny>),
+        }
+        let which = {
+            let st = self.st.borrow(py)?;
+            if st.conn_lost > 0 || st.detached {
+                return Ok(());
+            }
+            match &st.sink {
+                Sink::None => return Ok(()),
+                Sink::Data(cb) => Which::Data(cb.clone_ref(py)),
+                Sink::Buffered { get_buffer, buffer_updated } => Which::Buffered(get_buffer.clone_ref(py), buffer_updated.clone_ref(py)),
+            }
+        };
+        match which {
+            Which::Data(cb) => self.read_data(py, &cb),
+            Which::Buffered(g, u) => self.read_buffered(py, &g, &u),
+        }
+    }
+
+    /// The fd's writer callback, registered only while unsent bytes wait for writability.
+    fn _on_writable(slf: &Bound<'_, Self>) -> PyResult<()> {
+        Self::flush(slf)
+    }
+
+    /// asyncio's `Transport.write`: type and state checks, then send or buffer.
+    fn write(slf: &Bound<'_, Self>, data: &Bound<'_, PyAny>) -> PyResult<()> {
+        Self::write_one(slf, data)
+    }
+
+    /// Every chunk is checked and queued in order; they leave together with one `sendmsg`.
+    fn writelines(slf: &Bound<'_, Self>, list_of_data: &Bound<'_, PyAny>) -> PyResult<()> {
+        let py = slf.py();
+        let items: Vec<Bound<'_, PyAny>> = list_of_data.try_iter()?.collect::<PyResult<_>>()?;
+        // Mark this iteration's direct send as used, so every chunk is coalesced into the
+        // end-of-iteration flush rather than the first one going out alone.
+        {
+            let iteration = slf.get().loop_.get().iteration();
+            let mut st = slf.get().st.borrow_mut(py)?;
+            st.last_direct = iteration;
+        }
+        for item in &items {
+            Self::write_one(slf, item)?;
+        }
+        Ok(())
+    }
+
+    #[getter]
+    fn buffer_size(&self, py: Python<'_>) -> PyResult<usize> {
+        Ok(self.st.borrow(py)?.size)
+    }
+
+    fn set_limits(&self, py: Python<'_>, high: usize, low: usize) -> PyResult<()> {
+        let mut st = self.st.borrow_mut(py)?;
+        st.high = high;
+        st.low = low;
+        Ok(())
+    }
+
+    #[getter]
+    fn get_eof(&self, py: Python<'_>) -> PyResult<bool> {
+        Ok(self.st.borrow(py)?.eof)
+    }
+    #[setter]
+    fn set_eof(&self, py: Python<'_>, v: bool) -> PyResult<()> {
+        self.st.borrow_mut(py)?.eof = v;
+        Ok(())
+    }
+
+    #[getter]
+    fn get_conn_lost(&self, py: Python<'_>) -> PyResult<u32> {
+        Ok(self.st.borrow(py)?.conn_lost)
+    }
+    #[setter]
+    fn set_conn_lost(&self, py: Python<'_>, v: u32) -> PyResult<()> {
+        self.st.borrow_mut(py)?.conn_lost = v;
+        Ok(())
+    }
+
+    #[setter]
+    fn set_sendfile_busy(&self, py: Python<'_>, v: bool) -> PyResult<()> {
+        self.st.borrow_mut(py)?.sendfile_busy = v;
+        Ok(())
+    }
+
+    #[setter]
+    fn set_watch_drain(&self, py: Python<'_>, v: bool) -> PyResult<()> {
+        self.st.borrow_mut(py)?.watch_drain = v;
+        Ok(())
+    }
+
+    /// Drop unsent data and stop waiting for writability (`abort`, fatal errors).
+    fn clear_writes(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let py = slf.py();
+        let dropped: Vec<Py<PyBytes>> = {
+            let mut st = slf.get().st.borrow_mut(py)?;
+            st.size = 0;
+            st.off = 0;
+            st.wbuf.drain(..).collect()
+        };
+        drop(dropped);
+        Self::disarm_writer(slf)
+    }
+
+    /// The transport is gone: unregister, and drop the references to the transport and the
+    /// protocol (they form a cycle through us).
+    fn detach(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let py = slf.py();
+        Self::clear_writes(slf)?;
+        let (t, sink) = {
+            let mut st = slf.get().st.borrow_mut(py)?;
+            st.detached = true;
+            (st.transport.take(), std::mem::replace(&mut st.sink, Sink::None))
+        };
+        drop((t, sink));
+        Ok(())
+    }
+
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.loop_)?;
+        let Some(st) = self.st.try_borrow_unattached() else { return Ok(()) };
+        if let Some(t) = &st.transport {
+            visit.call(t)?;
+        }
+        match &st.sink {
+            Sink::None => {}
+            Sink::Data(cb) => visit.call(cb)?,
+            Sink::Buffered { get_buffer, buffer_updated } => {
+                visit.call(get_buffer)?;
+                visit.call(buffer_updated)?;
+            }
+        }
+        for b in &st.wbuf {
+            visit.call(b)?;
+        }
+        Ok(())
+    }
+
+    fn __clear__(&self) {
+        // tp_clear runs with the GIL held; a live borrow means a method of ours is running,
+        // in which case the cycle is not garbage yet. The references are dropped after the
+        // borrow ends: a `__del__` they trigger may call back into us.
+        let taken = self.st.try_borrow_mut_unattached().map(|mut st| {
+            st.size = 0;
+            st.off = 0;
+            (st.transport.take(), std::mem::replace(&mut st.sink, Sink::None), std::mem::take(&mut st.wbuf))
+        });
+        drop(taken);
+    }
+}
