@@ -28,8 +28,9 @@ $(BUILT): $(STAMP) $(RUST_SRC)
 
 build: $(BUILT) ## build the native module (release) into .venv
 
-demo: $(BUILT) ## build, then show ringloop against its peers (loop primitives) and a blocked loop caught
+demo: $(BUILT) ## build, then show ringloop against its peers (loop primitives, transports) and a blocked loop caught
 	$(PY) benchmarks/run.py primitives --quick
+	$(PY) benchmarks/run.py transports --quick
 	@if [ -f examples/blocking_demo.py ]; then $(PY) examples/blocking_demo.py; fi
 
 test: test-rust test-py ## build and run every test (cargo test + pytest on both backends)

@@ -84,6 +84,16 @@ LOOPS: dict[str, LoopSpec] = {
 }
 PEERS = [name for name, spec in LOOPS.items() if spec.kind == "peer"]
 
+# One colour per loop, shared by every suite's charts so a loop looks the same everywhere.
+COLOURS = {
+    "asyncio": "#7f7f7f",
+    "uvloop": "#2ca02c",
+    "rloop": "#9467bd",
+    "uringcore": "#ff7f0e",
+    "ringloop-io_uring": "#d62728",
+    "ringloop-epoll": "#1f77b4",
+}
+
 
 class BackendMismatch(RuntimeError):
     """The loop ran on another backend than the one forced through the environment.

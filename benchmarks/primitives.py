@@ -446,14 +446,7 @@ def readme_section(result: dict[str, Any]) -> str:
     return "\n".join(parts)
 
 
-COLOURS = {
-    "asyncio": "#7f7f7f",
-    "uvloop": "#2ca02c",
-    "rloop": "#9467bd",
-    "uringcore": "#ff7f0e",
-    "ringloop-io_uring": "#d62728",
-    "ringloop-epoll": "#1f77b4",
-}
+COLOURS = _common.COLOURS
 
 
 def charts(result: dict[str, Any], outdir: Path) -> list[Path]:

@@ -27,7 +27,7 @@ sys.path.insert(0, str(BENCH_DIR))
 SUITES: dict[str, tuple[str, str]] = {
     "primitives": ("primitives", "µs/op of nine asyncio primitives, every loop side by side"),
     "watch_overhead": ("watch_overhead", "cost of the blocking detector on each loop"),
-    "transports": ("transports", "TCP/Unix/UDP transport throughput and latency"),
+    "transports": ("transports", "TCP echo and HTTP servers: rate, server CPU µs per op"),
 }
 
 
