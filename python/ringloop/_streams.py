@@ -7,8 +7,10 @@ attach/detach, `eof_received` handling, `pause_reading`/`resume_reading`, flow-c
 callbacks, `repr`, the unclosed-transport `ResourceWarning` — is asyncio's code, taken from the
 running Python. The per-connection I/O is `_core.StreamIO` (Rust, `src/transport/stream.rs`):
 
-* reading: the fd's reader callback is `StreamIO._on_readable`, which `recv`s natively and
-  calls `data_received` (or `get_buffer`/`buffer_updated`) itself;
+* reading: on io_uring a multishot recv into the loop's provided-buffer ring, whose
+  completions the dispatcher hands to `StreamIO._on_recv`; on epoll the fd's reader callback
+  `StreamIO._on_readable`, which `recv`s natively. Either way the native side calls
+  `data_received` (or `get_buffer`/`buffer_updated`) itself;
 * writing: `write`/`writelines` are `StreamIO`'s, bound into the instance so a call goes
   straight to native code; the write buffer, `_conn_lost`, `_eof` and "sendfile in progress"
   live there because the write path checks them on every call.
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import socket
 from asyncio import constants, selector_events, sslproto
+from asyncio.log import logger
 
 from . import _core
 
@@ -99,6 +102,13 @@ class StreamTransport(_Base):
         if io is not None:
             io.set_limits(self._high_water, self._low_water)
 
+    def _maybe_pause_protocol(self):
+        super()._maybe_pause_protocol()
+        if self._protocol_paused:
+            # However it got paused (a write, or a water mark lowered below the buffer), the
+            # native flush must call _maybe_resume_protocol once the buffer drains.
+            self._io.pause_signalled = True
+
     # -- edges the native side calls back into --------------------------------------------------
 
     def _on_drained(self):
@@ -117,9 +127,48 @@ class StreamTransport(_Base):
         if self._empty_waiter is not None and not self._empty_waiter.done():
             self._empty_waiter.set_exception(exc)
 
+    # -- reading: started and stopped natively ---------------------------------------------------
+    # asyncio's code registers `_read_ready` with `_add_reader` and removes it with
+    # `self._loop._remove_reader(fd)`. On io_uring the native side reads with a multishot recv
+    # instead of a reader callback, so every place that starts or stops reading goes through
+    # `StreamIO.start_reading`/`stop_reading`, which pick the mechanism.
+
+    def _add_reader(self, fd, callback, *args):
+        if not self.is_reading():
+            return
+        self._io.start_reading()
+
+    def pause_reading(self):
+        if not self.is_reading():
+            return
+        self._paused = True
+        self._io.stop_reading()
+        if self._loop.get_debug():
+            logger.debug("%r pauses reading", self)
+
+    def _read_ready__on_eof(self):
+        # asyncio's: with keep_open it removes the reader itself; here the recv has already
+        # ended at EOF, and stop_reading records that reading is off.
+        if self._loop.get_debug():
+            logger.debug("%r received EOF", self)
+        try:
+            keep_open = self._protocol.eof_received()
+        except (SystemExit, KeyboardInterrupt):
+            raise
+        except BaseException as exc:
+            self._fatal_error(exc, "Fatal error: protocol.eof_received() call failed.")
+            return
+        if keep_open:
+            self._io.stop_reading()
+        else:
+            self.close()
+
     # -- asyncio methods that mutate the buffer or need a drain report -------------------------
 
     def close(self):
+        if self._closing:
+            return
+        self._io.stop_reading()
         super().close()
         if self._io.buffer_size:
             self._io.watch_drain = True
@@ -136,11 +185,13 @@ class StreamTransport(_Base):
             self._io.clear_writes()
         if not self._closing:
             self._closing = True
-            self._loop._remove_reader(self._sock_fd)
+            self._io.stop_reading()
         self._conn_lost += 1
         self._loop.call_soon(self._call_connection_lost, exc)
 
     def _call_connection_lost(self, exc):
+        # Before the socket closes: an in-flight recv holds the file (see StreamIO.stop_reading).
+        self._io.stop_reading()
         try:
             super()._call_connection_lost(exc)
         finally:

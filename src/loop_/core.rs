@@ -25,7 +25,7 @@ use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::intern;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyDict, PyInt, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyInt, PyTuple};
 use pyo3::{PyTraverseError, PyVisit};
 
 use super::gil_cell::GilCell;
@@ -33,7 +33,8 @@ use super::handle::{AnyHandle, Args, Handle, HandleCore, TimerHandle, TimerInfo}
 use super::timers::TimerHeap;
 use crate::errors::os_error;
 use crate::reactor::sys::monotonic_ns;
-use crate::reactor::{Choice, Event, Reactor, Waker};
+use crate::reactor::uring::{op_token, op_token_parts};
+use crate::reactor::{Choice, Event, OpCompletion, Reactor, Waker};
 use crate::transport::stream::StreamIO;
 use crate::watch::sampler::{Sample, Sampler, ThreadStateCell};
 use crate::watch::audit::{end_slice, set_eager, Recorded};
@@ -54,16 +55,35 @@ struct FdCallbacks {
     writer: Option<Py<Handle>>,
 }
 
+/// A stream transport reading with a multishot recv (io_uring), by operation token.
+struct RecvStream {
+    /// `StreamIO._on_recv`, called with each read's bytes, `0` at EOF or `-errno`.
+    on_recv: Py<PyAny>,
+    /// The context the transport's reads run in (copied when reading started, as asyncio's
+    /// reader handle does).
+    context: Py<PyAny>,
+    /// Stopped by the transport: completions still in flight are delivered (the transport
+    /// keeps them while paused), and the entry goes with the recv's last completion.
+    stopping: bool,
+}
+
+/// One read for `dispatch_ops` to queue: (token, `_on_recv`, item, context, after this
+/// iteration).
+type RecvCall = (u64, Py<PyAny>, Py<PyAny>, Py<PyAny>, bool);
+
 #[derive(Default)]
 struct State {
     ready: VecDeque<AnyHandle>,
     timers: TimerHeap<Py<TimerHandle>>,
     fds: HashMap<RawFd, FdCallbacks>,
+    recvs: HashMap<u64, RecvStream>,
+    next_recv_gen: u32,
 }
 
 struct Io {
     reactor: Option<Reactor>,
     events: Vec<Event>,
+    ops: Vec<OpCompletion>,
 }
 
 /// Totals over every timed slice, for the watch's metrics (`ringloop_watch_slice_duration_seconds`).
@@ -351,6 +371,155 @@ impl LoopCore {
         self.iteration.load(Ordering::Relaxed)
     }
 
+    /// Start a multishot recv for a stream transport on io_uring. Returns its token, or `None`
+    /// when this loop cannot (epoll, or no provided-buffer rings): the transport then reads on
+    /// readiness.
+    pub(crate) fn recv_start(slf: &Bound<'_, Self>, fd: RawFd, on_recv: Py<PyAny>) -> PyResult<Option<u64>> {
+        let py = slf.py();
+        let this = slf.get();
+        this.check_open()?;
+        let context = context_or_copy(py, None)?.expect("a copy is always made");
+        let token = {
+            let mut st = this.st.borrow_mut(py)?;
+            st.next_recv_gen = st.next_recv_gen.wrapping_add(1);
+            op_token(fd, st.next_recv_gen)
+        };
+        let started = {
+            let mut io = this.io.borrow_mut(py)?;
+            let u = io.reactor.as_mut().and_then(|r| r.uring());
+            let usable = u.map(|u| (u.recv_multishot_available(), u));
+            match usable {
+                Some((true, u)) => {
+                    u.recv_multishot(fd, token).map_err(os_error)?;
+                    true
+                }
+                _ => false,
+            }
+        };
+        if !started {
+            drop((on_recv, context));
+            return Ok(None);
+        }
+        this.st.borrow_mut(py)?.recvs.insert(token, RecvStream { on_recv, context, stopping: false });
+        Ok(Some(token))
+    }
+
+    /// Stop a multishot recv; the cancellation is processed before this returns, so the fd
+    /// may be closed right after.
+    pub(crate) fn recv_stop(slf: &Bound<'_, Self>, token: u64) -> PyResult<()> {
+        let py = slf.py();
+        let this = slf.get();
+        {
+            let mut st = this.st.borrow_mut(py)?;
+            match st.recvs.get_mut(&token) {
+                Some(r) if !r.stopping => r.stopping = true,
+                _ => return Ok(()),
+            }
+        }
+        let mut io = this.io.borrow_mut(py)?;
+        if let Some(u) = io.reactor.as_mut().and_then(|r| r.uring()) {
+            u.cancel_op(token).map_err(os_error)?;
+        }
+        Ok(())
+    }
+
+    /// Turn this iteration's operation completions into callbacks: each read's bytes are
+    /// copied out of its provided buffer, which goes straight back to the kernel; a multishot
+    /// that ended for want of buffers (or any reason but EOF, an error or a cancel) is re-armed
+    /// here, so the user never sees ENOBUFS.
+    ///
+    /// One stream gets at most one read per iteration, as with asyncio's one `recv` per ready
+    /// fd: several completions of the same recv in one batch are joined into one `bytes`, and
+    /// an EOF or error that follows data in the same batch is returned in `later`, for the
+    /// caller to queue behind this iteration's callbacks. (Programs observe the difference:
+    /// `run_until_complete` of a connect must return before the peer's EOF is processed.)
+    fn dispatch_ops(slf: &Bound<'_, Self>) -> PyResult<Vec<Py<Handle>>> {
+        let py = slf.py();
+        let this = slf.get();
+        let mut calls: Vec<RecvCall> = Vec::new();
+        let mut gone: Vec<RecvStream> = Vec::new();
+        let mut joined: Vec<Py<PyAny>> = Vec::new();
+        {
+            let mut io_ref = this.io.borrow_mut(py)?;
+            let io = &mut *io_ref;
+            if io.ops.is_empty() {
+                return Ok(Vec::new());
+            }
+            let Some(u) = io.reactor.as_mut().and_then(|r| r.uring()) else {
+                io.ops.clear();
+                return Ok(Vec::new());
+            };
+            let mut st = this.st.borrow_mut(py)?;
+            for op in io.ops.drain(..) {
+                let earlier = calls.iter().rposition(|c| c.0 == op.token);
+                let data = match op.bid {
+                    Some(bid) => {
+                        let bytes = u.buffer(bid, op.res.max(0) as usize);
+                        let d = if op.res <= 0 || !st.recvs.contains_key(&op.token) {
+                            None
+                        } else if let Some(i) = earlier.filter(|&i| !calls[i].4 && calls[i].2.bind(py).is_instance_of::<PyBytes>()) {
+                            // A second read of the same stream in this batch: join it to the
+                            // first (and go on to the next completion).
+                            let prev_obj = calls[i].2.bind(py).cast::<PyBytes>()?.clone();
+                            let prev = prev_obj.as_bytes();
+                            let mut v = Vec::with_capacity(prev.len() + bytes.len());
+                            v.extend_from_slice(prev);
+                            v.extend_from_slice(bytes);
+                            let new = PyBytes::new(py, &v).into_any().unbind();
+                            joined.push(std::mem::replace(&mut calls[i].2, new));
+                            None
+                        } else {
+                            Some(PyBytes::new(py, bytes).into_any().unbind())
+                        };
+                        u.recycle(bid);
+                        d
+                    }
+                    None => None,
+                };
+                let Some(rs) = st.recvs.get(&op.token) else { continue };
+                let item: Option<Py<PyAny>> = if op.res > 0 {
+                    data
+                } else if op.res == 0 {
+                    Some(0i32.into_pyobject(py)?.into_any().unbind())
+                } else if op.res == -libc::ENOBUFS || op.res == -libc::ECANCELED {
+                    None
+                } else {
+                    Some(op.res.into_pyobject(py)?.into_any().unbind())
+                };
+                if let Some(item) = item {
+                    let later = op.res <= 0 && earlier.is_some();
+                    calls.push((op.token, rs.on_recv.clone_ref(py), item, rs.context.clone_ref(py), later));
+                }
+                if !op.more {
+                    let rearm = !rs.stopping && (op.res > 0 || op.res == -libc::ENOBUFS);
+                    if rearm {
+                        let (fd, _) = op_token_parts(op.token);
+                        u.recv_multishot(fd, op.token).map_err(os_error)?;
+                    } else if let Some(rs) = st.recvs.remove(&op.token) {
+                        gone.push(rs);
+                    }
+                }
+            }
+            u.publish_buffers();
+        }
+        drop((gone, joined));
+        let mut now = Vec::with_capacity(calls.len());
+        let mut later = Vec::new();
+        for (_, cb, item, ctx, is_later) in calls {
+            let core = HandleCore::new(cb, Args::One(item), Some(ctx), slf.clone().into_any().unbind(), None);
+            let h = Py::new(py, Handle { core })?;
+            if is_later {
+                later.push(h);
+            } else {
+                now.push(h);
+            }
+        }
+        if !now.is_empty() {
+            this.st.borrow_mut(py)?.ready.extend(now.into_iter().map(AnyHandle::Plain));
+        }
+        Ok(later)
+    }
+
     fn install_fd_handle(slf: &Bound<'_, Self>, fd: RawFd, handle: Py<Handle>, writer: bool) -> PyResult<()> {
         let py = slf.py();
         let this = slf.get();
@@ -459,17 +628,20 @@ impl LoopCore {
             let io = &mut *io_ref;
             let mut events = std::mem::take(&mut io.events);
             events.clear();
+            let ops = &mut io.ops;
             let reactor = io.reactor.as_mut().ok_or_else(closed_error)?;
             let res = if timeout == Some(Duration::ZERO) {
-                reactor.poll(timeout, &mut events)
+                reactor.poll(timeout, &mut events, ops)
             } else {
-                let r = py.detach(|| reactor.poll(timeout, &mut events));
+                let r = py.detach(|| reactor.poll(timeout, &mut events, ops));
                 this.needs_wake.store(false, Ordering::SeqCst);
                 r
             };
             res.map_err(os_error)?;
             events
         };
+        // I/O first, then timers, as asyncio orders them.
+        let later = Self::dispatch_ops(slf)?;
 
         {
             let mut st = this.st.borrow_mut(py)?;
@@ -508,7 +680,12 @@ impl LoopCore {
         // from the default SIGINT handler leaves run_forever here, as in asyncio.
         py.check_signals()?;
 
-        let ntodo = this.st.borrow(py)?.ready.len();
+        let ntodo = {
+            let mut st = this.st.borrow_mut(py)?;
+            let n = st.ready.len();
+            st.ready.extend(later.into_iter().map(AnyHandle::Plain));
+            n
+        };
         let timing = this.timing.load(Ordering::Relaxed);
         for _ in 0..ntodo {
             let Some(h) = this.st.borrow_mut(py)?.ready.pop_front() else { break };
@@ -626,7 +803,7 @@ impl LoopCore {
             st: GilCell::new(State::default()),
             waker: reactor.waker().clone(),
             backend: reactor.name(),
-            io: GilCell::new(Io { reactor: Some(reactor), events: Vec::with_capacity(256) }),
+            io: GilCell::new(Io { reactor: Some(reactor), events: Vec::with_capacity(256), ops: Vec::with_capacity(256) }),
             fallback_reason,
             closed: AtomicBool::new(false),
             stopping: AtomicBool::new(false),

@@ -13,6 +13,7 @@
 //! The two backends are an enum, not a trait object: the loop calls `poll` once per iteration
 //! and a direct match keeps that call inlinable.
 
+pub mod bufring;
 pub mod epoll;
 pub mod sys;
 pub mod uring;
@@ -23,6 +24,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use sys::Waker;
+pub use uring::OpCompletion;
 
 /// One ready file descriptor, as reported by `poll`.
 #[derive(Debug, Clone, Copy)]
@@ -94,11 +96,21 @@ impl Reactor {
         }
     }
 
+    /// Wait (see the module docs). Readiness goes to `events`; on io_uring, completions of
+    /// operations (multishot recv) go to `ops`.
     #[inline]
-    pub fn poll(&mut self, timeout: Option<Duration>, events: &mut Vec<Event>) -> io::Result<()> {
+    pub fn poll(&mut self, timeout: Option<Duration>, events: &mut Vec<Event>, ops: &mut Vec<OpCompletion>) -> io::Result<()> {
         match self {
-            Reactor::Uring(r) => r.poll(timeout, events),
+            Reactor::Uring(r) => r.poll(timeout, events, ops),
             Reactor::Epoll(r) => r.poll(timeout, events),
+        }
+    }
+
+    /// The io_uring backend, for completion-based operations; `None` on epoll.
+    pub fn uring(&mut self) -> Option<&mut uring::UringReactor> {
+        match self {
+            Reactor::Uring(r) => Some(r),
+            Reactor::Epoll(_) => None,
         }
     }
 
@@ -172,31 +184,31 @@ mod tests {
         let (rd, wr) = pipe();
         r.set_interest(rd, true, false).unwrap();
         let mut ev = Vec::new();
-        r.poll(Some(Duration::ZERO), &mut ev).unwrap();
+        r.poll(Some(Duration::ZERO), &mut ev, &mut Vec::new()).unwrap();
         assert!(ev.is_empty(), "nothing written yet: {ev:?}");
         sys::syscall!(write(wr, b"ab".as_ptr().cast(), 2)).unwrap();
         // Data left unread must be reported again on every poll (level-triggered).
         for _ in 0..3 {
             ev.clear();
-            r.poll(Some(Duration::from_secs(1)), &mut ev).unwrap();
+            r.poll(Some(Duration::from_secs(1)), &mut ev, &mut Vec::new()).unwrap();
             assert_eq!(ev.len(), 1, "{ev:?}");
             assert!(ev[0].readable && ev[0].fd == rd);
         }
         let mut buf = [0u8; 2];
         sys::syscall!(read(rd, buf.as_mut_ptr().cast(), 2)).unwrap();
         ev.clear();
-        r.poll(Some(Duration::from_millis(20)), &mut ev).unwrap();
+        r.poll(Some(Duration::from_millis(20)), &mut ev, &mut Vec::new()).unwrap();
         assert!(ev.is_empty(), "drained: {ev:?}");
         // Forgetting the fd stops reports even when it is readable again.
         r.set_interest(rd, false, false).unwrap();
         sys::syscall!(write(wr, b"c".as_ptr().cast(), 1)).unwrap();
         ev.clear();
-        r.poll(Some(Duration::from_millis(20)), &mut ev).unwrap();
+        r.poll(Some(Duration::from_millis(20)), &mut ev, &mut Vec::new()).unwrap();
         assert!(ev.is_empty(), "forgotten: {ev:?}");
         // A writer on a pipe with room fires at once.
         r.set_interest(wr, false, true).unwrap();
         ev.clear();
-        r.poll(Some(Duration::from_secs(1)), &mut ev).unwrap();
+        r.poll(Some(Duration::from_secs(1)), &mut ev, &mut Vec::new()).unwrap();
         assert!(ev.len() == 1 && ev[0].writable && ev[0].fd == wr, "{ev:?}");
         assert_eq!(r.watched_fds(), 1);
         sys::syscall!(close(rd)).unwrap();
@@ -212,13 +224,13 @@ mod tests {
         });
         let start = std::time::Instant::now();
         let mut ev = Vec::new();
-        r.poll(Some(Duration::from_secs(10)), &mut ev).unwrap();
+        r.poll(Some(Duration::from_secs(10)), &mut ev, &mut Vec::new()).unwrap();
         assert!(start.elapsed() < Duration::from_secs(5));
         assert!(ev.is_empty(), "the waker is not a user event: {ev:?}");
         t.join().unwrap();
         // The wake-up was consumed: the next wait times out normally and not early.
         let start = std::time::Instant::now();
-        r.poll(Some(Duration::from_millis(30)), &mut ev).unwrap();
+        r.poll(Some(Duration::from_millis(30)), &mut ev, &mut Vec::new()).unwrap();
         assert!(start.elapsed() >= Duration::from_millis(29), "{:?}", start.elapsed());
     }
 
@@ -244,11 +256,124 @@ mod tests {
         let fd = l.into_raw_fd();
         r.set_interest(fd, true, false).unwrap();
         let mut ev = Vec::new();
-        r.poll(Some(Duration::ZERO), &mut ev).unwrap(); // the poll is now armed in the kernel
+        r.poll(Some(Duration::ZERO), &mut ev, &mut Vec::new()).unwrap(); // the poll is now armed in the kernel
         r.set_interest(fd, false, false).unwrap();
         sys::syscall!(close(fd)).unwrap();
         let e = TcpStream::connect(addr).expect_err("the port must be closed");
         assert_eq!(e.kind(), std::io::ErrorKind::ConnectionRefused, "{e}");
+    }
+
+    fn socketpair() -> (RawFd, RawFd) {
+        let mut fds = [0; 2];
+        sys::syscall!(socketpair(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, 0, fds.as_mut_ptr())).unwrap();
+        (fds[0], fds[1])
+    }
+
+    /// Poll until `want` bytes arrived on `token` (or a completion without MORE), recycling
+    /// every buffer as the loop does.
+    fn recv_ops(r: &mut uring::UringReactor, want: usize) -> (Vec<u8>, Vec<OpCompletion>) {
+        let (mut got, mut all) = (Vec::new(), Vec::new());
+        for _ in 0..200 {
+            let mut ops = Vec::new();
+            r.poll(Some(Duration::from_millis(50)), &mut Vec::new(), &mut ops).unwrap();
+            for op in &ops {
+                if let Some(bid) = op.bid {
+                    got.extend_from_slice(r.buffer(bid, op.res as usize));
+                    r.recycle(bid);
+                }
+            }
+            r.publish_buffers();
+            let ended = ops.iter().any(|o| !o.more);
+            all.extend(ops);
+            if got.len() >= want || ended {
+                break;
+            }
+        }
+        (got, all)
+    }
+
+    #[test]
+    fn uring_multishot_recv_fills_provided_buffers_in_order() {
+        if !io_uring_available().0 {
+            return;
+        }
+        let (Reactor::Uring(mut r), _) = Reactor::new(Choice::IoUring).unwrap() else { unreachable!() };
+        if !r.recv_multishot_available() {
+            return; // kernel < 6.0: the loop reads on readiness instead
+        }
+        let (a, b) = socketpair();
+        let token = uring::op_token(a, 7);
+        r.recv_multishot(a, token).unwrap();
+        // More than one buffer's worth, in several writes: every byte arrives once, in order.
+        let msg: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
+        for chunk in msg.chunks(10_000) {
+            sys::syscall!(write(b, chunk.as_ptr().cast(), chunk.len())).unwrap();
+        }
+        let (got, ops) = recv_ops(&mut r, msg.len());
+        assert_eq!(got, msg);
+        assert!(ops.iter().all(|o| o.token == token && o.res > 0 && o.more), "{ops:?}");
+        assert!(ops.iter().all(|o| o.res as usize <= r.buffer_size()));
+        // EOF ends the multishot: res 0, no MORE.
+        sys::syscall!(close(b)).unwrap();
+        let (_, ops) = recv_ops(&mut r, 1);
+        assert!(ops.iter().any(|o| o.res == 0 && !o.more), "{ops:?}");
+        sys::syscall!(close(a)).unwrap();
+    }
+
+    /// A multishot recv ends by itself after its byte limit even while the peer keeps the
+    /// socket full (where ASYNC_CANCEL may not find it): a stopped transport's recv, and the
+    /// file it holds, never outlive the limit.
+    #[test]
+    fn uring_multishot_recv_ends_at_its_byte_limit() {
+        if !io_uring_available().0 {
+            return;
+        }
+        let (Reactor::Uring(mut r), _) = Reactor::new(Choice::IoUring).unwrap() else { unreachable!() };
+        if !r.recv_multishot_available() {
+            return;
+        }
+        let (a, b) = socketpair();
+        r.recv_multishot(a, uring::op_token(a, 1)).unwrap();
+        let block = vec![1u8; 64 * 1024];
+        let mut received = 0usize;
+        let mut ended = false;
+        for _ in 0..400 {
+            // Keep the socket full, as a flooding peer does.
+            let _ = sys::syscall!(write(b, block.as_ptr().cast(), block.len()));
+            let mut ops = Vec::new();
+            r.poll(Some(Duration::from_millis(20)), &mut Vec::new(), &mut ops).unwrap();
+            for op in &ops {
+                if let Some(bid) = op.bid {
+                    received += op.res as usize;
+                    r.recycle(bid);
+                }
+                ended |= !op.more;
+            }
+            r.publish_buffers();
+            if ended {
+                break;
+            }
+        }
+        if uname_at_least(6, 16) {
+            assert!(ended, "the multishot recv never ended by itself");
+            assert!(received <= 256 * 1024 + r.buffer_size(), "{received}");
+        }
+        sys::syscall!(close(a)).unwrap();
+        sys::syscall!(close(b)).unwrap();
+    }
+
+    fn uname_at_least(major: u32, minor: u32) -> bool {
+        // SAFETY: utsname is plain data and uname fills it.
+        let mut u: libc::utsname = unsafe { std::mem::zeroed() };
+        // SAFETY: `u` is a valid, writable utsname.
+        if unsafe { libc::uname(&mut u) } != 0 {
+            return false;
+        }
+        // SAFETY: uname NUL-terminates `release`.
+        let rel = unsafe { std::ffi::CStr::from_ptr(u.release.as_ptr()) }.to_string_lossy().into_owned();
+        let mut it = rel.split(|c: char| !c.is_ascii_digit()).filter_map(|p| p.parse::<u32>().ok());
+        let (ma, mi) = (it.next().unwrap_or(0), it.next().unwrap_or(0));
+        (ma, mi) >= (major, minor)
     }
 
     #[test]

@@ -30,16 +30,71 @@ use std::time::Duration;
 
 use io_uring::{cqueue, opcode, squeue, types, IoUring, Probe};
 
+use super::bufring::BufRing;
 use super::sys::{check_pollable, fork_generation, Waker};
 use super::Event;
 
 const WAKER_TOKEN: u64 = u64::MAX;
-/// Completions of `POLL_REMOVE` requests themselves: nothing to do with them.
+/// Completions of `POLL_REMOVE`/`ASYNC_CANCEL` requests themselves: nothing to do with them.
 const REMOVE_TOKEN: u64 = u64::MAX - 1;
 const RING_ENTRIES: u32 = 1024;
+/// `user_data` layout: bit 63 marks the two tokens above; bit 62 marks an operation
+/// (multishot recv) whose completions go to the caller as `OpCompletion`s; the rest is a
+/// 30-bit generation and the fd. Poll tokens have both bits clear.
+pub const OP_TAG: u64 = 1 << 62;
+const GEN_MASK: u32 = (1 << 30) - 1;
+/// Provided buffers for multishot recv: 512 x 32 KiB (pages become resident only when written).
+const BUF_ENTRIES: u16 = 512;
+const BUF_SIZE: usize = 32 * 1024;
+const BUF_GROUP: u16 = 0;
+
+/// Bytes one multishot recv may receive before it ends by itself (and the loop re-arms it).
+///
+/// Why a limit: `ASYNC_CANCEL` finds a multishot recv only while it waits for data. Against a
+/// peer that keeps the socket full, the kernel re-queues the recv as task work after every 32
+/// receives, and a cancel submitted then fails with ENOENT (seen on 6.18: a closed transport's
+/// recv kept receiving, holding the socket open, for 30 s). With a total limit the recv ends
+/// on its own after this many bytes, so a stopped transport receives at most this much more
+/// (stashed while paused, dropped once closed) and its socket is released soon after close.
+/// One extra SQE per 256 KiB received is the price. Kernels before the limit existed ignore
+/// the field; there the cancel alone applies.
+const RECV_ARM_LIMIT: u32 = 256 * 1024;
+
+/// Set `sqe->optlen` (bytes 44..48 of the 64-byte SQE): for a multishot `IORING_OP_RECV` it is
+/// the total byte limit (`IORING_RECV_MSHOT_LIM`, Linux 6.16+). The io-uring crate has no
+/// setter for it on `RecvMulti`.
+fn with_recv_total_limit(sqe: squeue::Entry, limit: u32) -> squeue::Entry {
+    // SAFETY: `squeue::Entry` is `#[repr(C)]` around the kernel's 64-byte `io_uring_sqe`, so it
+    // has the same size and layout as `[u8; 64]`; offset 44 is the u32 union of
+    // `splice_fd_in`/`file_index`/`optlen`, unused by RECV otherwise.
+    let mut raw: [u8; 64] = unsafe { std::mem::transmute(sqe) };
+    raw[44..48].copy_from_slice(&limit.to_ne_bytes());
+    // SAFETY: the same layout argument, back again; every bit pattern of the union is valid.
+    unsafe { std::mem::transmute(raw) }
+}
 
 fn ud(fd: RawFd, gen: u32) -> u64 {
-    ((gen as u64) << 32) | (fd as u32 as u64)
+    (((gen & GEN_MASK) as u64) << 32) | (fd as u32 as u64)
+}
+
+/// The `user_data` of an operation on `fd` in generation `gen` (see `OP_TAG`).
+pub fn op_token(fd: RawFd, gen: u32) -> u64 {
+    OP_TAG | ud(fd, gen)
+}
+
+/// Split an operation token back into `(fd, gen)`.
+pub fn op_token_parts(token: u64) -> (RawFd, u32) {
+    (token as u32 as RawFd, ((token >> 32) as u32) & GEN_MASK)
+}
+
+/// One completion of an operation (not a poll): what the kernel returned, and the provided
+/// buffer it filled, if any. The buffer must be handed back with `recycle`.
+#[derive(Debug, Clone, Copy)]
+pub struct OpCompletion {
+    pub token: u64,
+    pub res: i32,
+    pub more: bool,
+    pub bid: Option<u16>,
 }
 
 pub(crate) fn forked_error() -> io::Error {
@@ -60,7 +115,12 @@ struct FdState {
 }
 
 pub struct UringReactor {
+    // Declared first so it drops first: the kernel lets go of the buffer ring before `bufs`
+    // unmaps it.
     ring: IoUring,
+    /// Made on the first multishot recv; `Err` remembers why it could not be (then stream
+    /// transports read on readiness instead).
+    bufs: Option<Result<BufRing, String>>,
     fds: HashMap<RawFd, FdState>,
     to_arm: Vec<RawFd>,
     next_gen: u32,
@@ -111,6 +171,7 @@ impl UringReactor {
         }
         let mut r = UringReactor {
             ring,
+            bufs: None,
             fds: HashMap::new(),
             to_arm: Vec::new(),
             next_gen: 0,
@@ -230,7 +291,7 @@ impl UringReactor {
             if st.want == 0 || st.armed.is_some() {
                 continue;
             }
-            self.next_gen = self.next_gen.wrapping_add(1);
+            self.next_gen = self.next_gen.wrapping_add(1) & GEN_MASK;
             let gen = self.next_gen;
             st.armed = Some((gen, st.want));
             let sqe = opcode::PollAdd::new(types::Fd(fd), st.want).build().user_data(ud(fd, gen));
@@ -240,7 +301,66 @@ impl UringReactor {
         Ok(())
     }
 
-    pub fn poll(&mut self, timeout: Option<Duration>, events: &mut Vec<Event>) -> io::Result<()> {
+    /// Whether multishot recv on provided buffers works here (made on first use).
+    pub fn recv_multishot_available(&mut self) -> bool {
+        if self.bufs.is_none() {
+            let mut probe = Probe::new();
+            let ok = self.ring.submitter().register_probe(&mut probe).is_ok() && probe.is_supported(opcode::RecvMulti::CODE);
+            self.bufs = Some(if ok {
+                BufRing::new(&self.ring, BUF_ENTRIES, BUF_SIZE, BUF_GROUP).map_err(|e| e.to_string())
+            } else {
+                Err("IORING_OP_RECV unsupported".into())
+            });
+        }
+        matches!(self.bufs, Some(Ok(_)))
+    }
+
+    /// Arm a multishot recv on `fd` into the provided buffers; its completions come back from
+    /// `poll` as `OpCompletion`s carrying `token` (see `op_token`).
+    pub fn recv_multishot(&mut self, fd: RawFd, token: u64) -> io::Result<()> {
+        self.check_fork()?;
+        if !self.recv_multishot_available() {
+            return Err(io::Error::new(io::ErrorKind::Unsupported, "multishot recv unavailable"));
+        }
+        let sqe = with_recv_total_limit(opcode::RecvMulti::new(types::Fd(fd), BUF_GROUP).build().user_data(token), RECV_ARM_LIMIT);
+        self.push(sqe)
+    }
+
+    /// Cancel the operation `token` and make the kernel process the cancellation now: the
+    /// request holds a reference to the file, so until it is gone a socket about to be closed
+    /// would not send its FIN (see `set_interest`).
+    pub fn cancel_op(&mut self, token: u64) -> io::Result<()> {
+        self.check_fork()?;
+        self.push(opcode::AsyncCancel::new(token).build().user_data(REMOVE_TOKEN))?;
+        self.flush_removal()
+    }
+
+    /// The bytes a completion left in provided buffer `bid`.
+    pub fn buffer(&self, bid: u16, len: usize) -> &[u8] {
+        match &self.bufs {
+            Some(Ok(b)) => b.data(bid, len),
+            _ => &[],
+        }
+    }
+
+    /// Hand buffers back to the kernel; `publish` makes them visible.
+    pub fn recycle(&mut self, bid: u16) {
+        if let Some(Ok(b)) = &mut self.bufs {
+            b.recycle(bid);
+        }
+    }
+
+    pub fn publish_buffers(&mut self) {
+        if let Some(Ok(b)) = &mut self.bufs {
+            b.publish();
+        }
+    }
+
+    pub fn buffer_size(&self) -> usize {
+        BUF_SIZE
+    }
+
+    pub fn poll(&mut self, timeout: Option<Duration>, events: &mut Vec<Event>, ops: &mut Vec<OpCompletion>) -> io::Result<()> {
         self.check_fork()?;
         self.arm_queued()?;
         if !self.waker_armed {
@@ -274,11 +394,11 @@ impl UringReactor {
                 _ => return Err(e),
             },
         }
-        self.reap(events);
+        self.reap(events, ops);
         Ok(())
     }
 
-    fn reap(&mut self, events: &mut Vec<Event>) {
+    fn reap(&mut self, events: &mut Vec<Event>, ops: &mut Vec<OpCompletion>) {
         let mut woke = false;
         for cqe in self.ring.completion() {
             let token = cqe.user_data();
@@ -293,8 +413,13 @@ impl UringReactor {
             if token == REMOVE_TOKEN {
                 continue;
             }
+            if token & OP_TAG != 0 {
+                let flags = cqe.flags();
+                ops.push(OpCompletion { token, res, more: cqueue::more(flags), bid: cqueue::buffer_select(flags) });
+                continue;
+            }
             let fd = token as u32 as RawFd;
-            let gen = (token >> 32) as u32;
+            let gen = ((token >> 32) as u32) & GEN_MASK;
             let Some(st) = self.fds.get_mut(&fd) else { continue };
             match st.armed {
                 Some((g, _)) if g == gen => st.armed = None,

@@ -76,6 +76,12 @@ struct St {
     sendfile_busy: bool,
     watch_drain: bool,
     detached: bool,
+    /// Reading is on (asyncio: the reader is registered).
+    reading: bool,
+    /// io_uring: the multishot recv feeding `_on_recv`; `None` when reading on readiness.
+    recv_token: Option<u64>,
+    /// Reads that completed after `pause_reading`: delivered, in order, on resume.
+    pending: VecDeque<Py<PyAny>>,
 }
 
 #[pyclass(module = "ringloop._core", frozen, weakref)]
@@ -139,6 +145,15 @@ impl Drop for View {
         // views never outlive the method that made them.
         unsafe { ffi::PyBuffer_Release(&mut self.buf) };
     }
+}
+
+/// asyncio's type check of `write`'s argument, with its message.
+fn check_bytes_like(data: &Bound<'_, PyAny>) -> PyResult<()> {
+    if data.is_instance_of::<PyBytes>() || data.is_instance_of::<PyByteArray>() || data.is_instance_of::<PyMemoryView>() {
+        return Ok(());
+    }
+    let name = data.get_type().name()?;
+    Err(PyTypeError::new_err(format!("data argument must be a bytes-like object, not {}", name.repr()?)))
 }
 
 fn send_flags() -> i32 {
@@ -391,12 +406,8 @@ impl StreamIO {
         let py = slf.py();
         let this = slf.get();
         let bytes = data.cast::<PyBytes>().ok();
-        if bytes.is_none() && !(data.is_instance_of::<PyByteArray>() || data.is_instance_of::<PyMemoryView>()) {
-            let name = data.get_type().name()?;
-            return Err(PyTypeError::new_err(format!(
-                "data argument must be a bytes-like object, not {}",
-                name.repr()?
-            )));
+        if bytes.is_none() {
+            check_bytes_like(data)?;
         }
         let view = match bytes {
             Some(_) => None,
@@ -508,6 +519,48 @@ impl StreamIO {
         Ok(())
     }
 
+    /// A multishot recv's bytes, for a `BufferedProtocol`: copied into as many of its buffers
+    /// as it takes.
+    fn feed_buffered(&self, py: Python<'_>, data: &[u8], get_buffer: &Py<PyAny>, buffer_updated: &Py<PyAny>) -> PyResult<()> {
+        let mut rest = data;
+        while !rest.is_empty() {
+            let buf = match get_buffer.call1(py, (rest.len(),)).and_then(|b| {
+                let b = b.into_bound(py);
+                if b.len()? == 0 {
+                    return Err(PyRuntimeError::new_err("get_buffer() returned an empty buffer"));
+                }
+                Ok(b)
+            }) {
+                Ok(b) => b,
+                Err(e) => return self.fatal(py, e, "Fatal error: protocol.get_buffer() call failed."),
+            };
+            let n = {
+                let view = match View::new(&buf, ffi::PyBUF_WRITABLE) {
+                    Ok(v) => v,
+                    Err(e) => return self.fatal(py, e, "Fatal read error on socket transport"),
+                };
+                let n = view.len().min(rest.len());
+                // SAFETY: the writable export holds at least `n` bytes at `ptr`; `rest` is ours.
+                unsafe { std::ptr::copy_nonoverlapping(rest.as_ptr(), view.ptr(), n) };
+                n
+            };
+            drop(buf);
+            rest = &rest[n..];
+            if let Err(e) = buffer_updated.call1(py, (n,)) {
+                return self.fatal(py, e, "Fatal error: protocol.buffer_updated() call failed.");
+            }
+            if !self.st.borrow(py)?.reading {
+                // The protocol paused reading (or closed) in buffer_updated: keep the rest.
+                if !rest.is_empty() {
+                    let left = PyBytes::new(py, rest).into_any().unbind();
+                    self.st.borrow_mut(py)?.pending.push_front(left);
+                }
+                break;
+            }
+        }
+        Ok(())
+    }
+
     fn on_eof(&self, py: Python<'_>) -> PyResult<()> {
         if let Some(t) = self.transport(py)? {
             t.call_method0(py, intern!(py, "_read_ready__on_eof"))?;
@@ -541,6 +594,9 @@ impl StreamIO {
                 sendfile_busy: false,
                 watch_drain: false,
                 detached: false,
+                reading: false,
+                recv_token: None,
+                pending: VecDeque::new(),
             }),
         })
     }
@@ -584,6 +640,99 @@ impl StreamIO {
         }
     }
 
+    /// Start reading: a multishot recv on io_uring, else a reader callback on readiness.
+    /// Reads that completed while paused are delivered first, through the ready queue.
+    fn start_reading(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let py = slf.py();
+        let this = slf.get();
+        let pending: Vec<Py<PyAny>> = {
+            let mut st = this.st.borrow_mut(py)?;
+            if st.reading || st.detached || st.conn_lost > 0 {
+                return Ok(());
+            }
+            st.reading = true;
+            st.pending.drain(..).collect()
+        };
+        if !pending.is_empty() {
+            let on_recv = slf.getattr(intern!(py, "_on_recv"))?;
+            let loop_ = this.loop_.bind(py);
+            for item in pending {
+                loop_.call_method1(intern!(py, "call_soon"), (&on_recv, item))?;
+            }
+        }
+        let on_recv = slf.getattr(intern!(py, "_on_recv"))?.unbind();
+        match LoopCore::recv_start(this.loop_.bind(py), this.fd, on_recv)? {
+            Some(token) => this.st.borrow_mut(py)?.recv_token = Some(token),
+            None => {
+                let cb = slf.getattr(intern!(py, "_on_readable"))?;
+                LoopCore::set_fd_callback_raw(this.loop_.bind(py), this.fd, &cb, false)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Stop reading (pause, close, EOF kept open). On io_uring the recv is cancelled before
+    /// this returns, so the socket may be closed right after.
+    fn stop_reading(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let py = slf.py();
+        let this = slf.get();
+        let token = {
+            let mut st = this.st.borrow_mut(py)?;
+            if !st.reading {
+                return Ok(());
+            }
+            st.reading = false;
+            st.recv_token.take()
+        };
+        match token {
+            Some(t) => LoopCore::recv_stop(this.loop_.bind(py), t),
+            None => LoopCore::remove_fd_callback_raw(this.loop_.bind(py), this.fd, false).map(|_| ()),
+        }
+    }
+
+    #[getter]
+    fn reading(&self, py: Python<'_>) -> PyResult<bool> {
+        Ok(self.st.borrow(py)?.reading)
+    }
+
+    /// One completion of the multishot recv: `bytes`, `0` at EOF, or `-errno`.
+    fn _on_recv(&self, py: Python<'_>, item: Bound<'_, PyAny>) -> PyResult<()> {
+        enum Which {
+            Data(Py<PyAny>),
+            Buffered(Py<PyAny>, Py<PyAny>),
+        }
+        let which = {
+            let mut st = self.st.borrow_mut(py)?;
+            if st.conn_lost > 0 || st.detached {
+                return Ok(());
+            }
+            if !st.reading {
+                st.pending.push_back(item.unbind());
+                return Ok(());
+            }
+            match &st.sink {
+                Sink::None => return Ok(()),
+                Sink::Data(cb) => Which::Data(cb.clone_ref(py)),
+                Sink::Buffered { get_buffer, buffer_updated } => Which::Buffered(get_buffer.clone_ref(py), buffer_updated.clone_ref(py)),
+            }
+        };
+        if let Ok(b) = item.cast::<PyBytes>() {
+            return match which {
+                Which::Data(cb) => match cb.call1(py, (b,)) {
+                    Ok(_) => Ok(()),
+                    Err(e) => self.fatal(py, e, "Fatal error: protocol.data_received() call failed."),
+                },
+                Which::Buffered(g, u) => self.feed_buffered(py, b.as_bytes(), &g, &u),
+            };
+        }
+        let res: i32 = item.extract()?;
+        if res == 0 {
+            return self.on_eof(py);
+        }
+        let e = std::io::Error::from_raw_os_error(-res);
+        self.fatal(py, os_error(e), "Fatal read error on socket transport")
+    }
+
     /// The fd's writer callback, registered only while unsent bytes wait for writability.
     fn _on_writable(slf: &Bound<'_, Self>) -> PyResult<()> {
         Self::flush(slf)
@@ -594,10 +743,14 @@ impl StreamIO {
         Self::write_one(slf, data)
     }
 
-    /// Every chunk is checked and queued in order; they leave together with one `sendmsg`.
+    /// Every chunk is checked first (like asyncio's `b"".join`, a bad item sends nothing),
+    /// then queued in order; they leave together with one `sendmsg`.
     fn writelines(slf: &Bound<'_, Self>, list_of_data: &Bound<'_, PyAny>) -> PyResult<()> {
         let py = slf.py();
         let items: Vec<Bound<'_, PyAny>> = list_of_data.try_iter()?.collect::<PyResult<_>>()?;
+        for item in &items {
+            check_bytes_like(item)?;
+        }
         // Mark this iteration's direct send as used, so every chunk is coalesced into the
         // end-of-iteration flush rather than the first one going out alone.
         {
@@ -608,6 +761,14 @@ impl StreamIO {
         for item in &items {
             Self::write_one(slf, item)?;
         }
+        Ok(())
+    }
+
+    /// `_maybe_pause_protocol` paused the protocol from the Python side (a lowered water
+    /// mark): the next flush that drains below `low` must resume it.
+    #[setter]
+    fn set_pause_signalled(&self, py: Python<'_>, v: bool) -> PyResult<()> {
+        self.st.borrow_mut(py)?.pause_signalled = v;
         Ok(())
     }
 
@@ -672,13 +833,14 @@ impl StreamIO {
     /// protocol (they form a cycle through us).
     fn detach(slf: &Bound<'_, Self>) -> PyResult<()> {
         let py = slf.py();
+        Self::stop_reading(slf)?;
         Self::clear_writes(slf)?;
-        let (t, sink) = {
+        let (t, sink, pending) = {
             let mut st = slf.get().st.borrow_mut(py)?;
             st.detached = true;
-            (st.transport.take(), std::mem::replace(&mut st.sink, Sink::None))
+            (st.transport.take(), std::mem::replace(&mut st.sink, Sink::None), std::mem::take(&mut st.pending))
         };
-        drop((t, sink));
+        drop((t, sink, pending));
         Ok(())
     }
 
@@ -699,6 +861,9 @@ impl StreamIO {
         for b in &st.wbuf {
             visit.call(b)?;
         }
+        for p in &st.pending {
+            visit.call(p)?;
+        }
         Ok(())
     }
 
@@ -709,7 +874,7 @@ impl StreamIO {
         let taken = self.st.try_borrow_mut_unattached().map(|mut st| {
             st.size = 0;
             st.off = 0;
-            (st.transport.take(), std::mem::replace(&mut st.sink, Sink::None), std::mem::take(&mut st.wbuf))
+            (st.transport.take(), std::mem::replace(&mut st.sink, Sink::None), std::mem::take(&mut st.wbuf), std::mem::take(&mut st.pending))
         });
         drop(taken);
     }

@@ -1,0 +1,125 @@
+//! A provided-buffer ring (`IORING_REGISTER_PBUF_RING`, Linux 5.19+): the buffers multishot
+//! `recv` completions are written into.
+//!
+//! OS facts this depends on:
+//! - The ring is an array of `io_uring_buf {addr, len, bid}` entries in memory we own, shared
+//!   with the kernel; the kernel consumes entries from its head, we add entries at our tail and
+//!   publish the tail with a release store (the tail lives in the first entry's `resv` field).
+//! - A completion names the buffer it used (`IORING_CQE_F_BUFFER`, bid in the upper 16 bits of
+//!   the flags). The buffer stays ours until we put it back on the ring.
+//! - When the ring is empty, a multishot `recv` ends with `-ENOBUFS`. The loop copies every
+//!   completion's bytes out and recycles the buffer in the same reap, so the ring refills before
+//!   the next wait; a multishot that still met `ENOBUFS` (more completions in one batch than
+//!   buffers) is re-armed by the loop, never reported to the user.
+//!
+//! Memory: `entries * buf_size` bytes of anonymous mapping. Pages become resident only when
+//! the kernel writes into them, so small messages touch one page per buffer.
+
+use std::io;
+use std::sync::atomic::{AtomicU16, Ordering};
+
+use io_uring::types::BufRingEntry;
+use io_uring::IoUring;
+
+pub struct BufRing {
+    ring: *mut BufRingEntry,
+    ring_bytes: usize,
+    bufs: *mut u8,
+    bufs_bytes: usize,
+    entries: u16,
+    buf_size: usize,
+    tail: u16,
+    pub bgid: u16,
+}
+
+// SAFETY: the two pointers are owned mappings with no thread affinity; the loop that owns the
+// ring uses it from one thread at a time (under the GIL), and the kernel synchronises through
+// the tail's atomic store.
+unsafe impl Send for BufRing {}
+
+fn map(len: usize) -> io::Result<*mut u8> {
+    // SAFETY: an anonymous private mapping with no address hint; the result is checked.
+    let p = unsafe {
+        libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0)
+    };
+    if p == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(p.cast())
+}
+
+impl BufRing {
+    /// Map `entries` (a power of two) buffers of `buf_size` bytes, register them as group
+    /// `bgid` and hand them all to the kernel.
+    pub fn new(ring: &IoUring, entries: u16, buf_size: usize, bgid: u16) -> io::Result<BufRing> {
+        assert!(entries.is_power_of_two());
+        let ring_bytes = entries as usize * std::mem::size_of::<BufRingEntry>();
+        let bufs_bytes = entries as usize * buf_size;
+        let ring_mem = map(ring_bytes)?;
+        let bufs = match map(bufs_bytes) {
+            Ok(b) => b,
+            Err(e) => {
+                // SAFETY: unmapping exactly what `map` returned above.
+                unsafe { libc::munmap(ring_mem.cast(), ring_bytes) };
+                return Err(e);
+            }
+        };
+        let mut br = BufRing { ring: ring_mem.cast(), ring_bytes, bufs, bufs_bytes, entries, buf_size, tail: 0, bgid };
+        // SAFETY: the ring memory is page-aligned (mmap), `entries` long, and stays mapped until
+        // Drop, which runs only after the IoUring that registered it is gone or it is
+        // unregistered (see `UringReactor`'s field order).
+        unsafe { ring.submitter().register_buf_ring_with_flags(br.ring as u64, entries, bgid, 0)? };
+        for bid in 0..entries {
+            br.push(bid);
+        }
+        br.publish();
+        Ok(br)
+    }
+
+    pub fn buf_size(&self) -> usize {
+        self.buf_size
+    }
+
+    fn push(&mut self, bid: u16) {
+        let idx = (self.tail & (self.entries - 1)) as usize;
+        // SAFETY: idx < entries, inside the mapped ring; the kernel never reads entries past
+        // the published tail, so writing this one races with nothing.
+        let e = unsafe { &mut *self.ring.add(idx) };
+        // SAFETY: bid < entries, so the buffer lies inside the mapping.
+        e.set_addr(unsafe { self.bufs.add(bid as usize * self.buf_size) } as u64);
+        e.set_len(self.buf_size as u32);
+        e.set_bid(bid);
+        self.tail = self.tail.wrapping_add(1);
+    }
+
+    /// Make buffers pushed since the last publish visible to the kernel.
+    pub fn publish(&mut self) {
+        // SAFETY: the tail field is the `resv` of entry 0, a naturally aligned u16 inside the
+        // mapping; the kernel reads it with acquire semantics, hence the release store.
+        let tail = unsafe { &*(BufRingEntry::tail(self.ring) as *const AtomicU16) };
+        tail.store(self.tail, Ordering::Release);
+    }
+
+    /// The `len` bytes the kernel wrote into buffer `bid`.
+    pub fn data(&self, bid: u16, len: usize) -> &[u8] {
+        assert!(bid < self.entries && len <= self.buf_size);
+        // SAFETY: in bounds (checked); the kernel finished writing before posting the CQE that
+        // named this buffer, and it will not write again until we recycle it.
+        unsafe { std::slice::from_raw_parts(self.bufs.add(bid as usize * self.buf_size), len) }
+    }
+
+    /// Give buffer `bid` back to the kernel (visible after the next `publish`).
+    pub fn recycle(&mut self, bid: u16) {
+        self.push(bid);
+    }
+}
+
+impl Drop for BufRing {
+    fn drop(&mut self) {
+        // SAFETY: both regions were mapped in `new` with these lengths and are unmapped once.
+        unsafe {
+            libc::munmap(self.ring.cast(), self.ring_bytes);
+            libc::munmap(self.bufs.cast(), self.bufs_bytes);
+        }
+    }
+}
