@@ -1,0 +1,268 @@
+"""UDP datagram transports (``create_datagram_endpoint``), pinned to asyncio's behaviour.
+
+Linux and asyncio facts encoded here:
+
+* datagram boundaries are kept and loopback neither drops nor reorders what fits in the
+  receive buffer (these tests send a handful of small datagrams at a time);
+* a *connected* UDP socket (``remote_addr=``) receives the ICMP port-unreachable answer to a
+  datagram as ``ECONNREFUSED`` on a later socket call; asyncio hands it to
+  ``error_received`` and keeps the endpoint open;
+* a datagram above the IPv4 maximum (65,507 bytes of payload) fails with ``EMSGSIZE``: asyncio
+  reports it to ``error_received``, the endpoint stays usable;
+* ``sendto`` on a connected endpoint accepts ``addr`` None or the connected address and
+  refuses any other with ``ValueError``; non-bytes data is a ``TypeError``;
+* ``close()``/``abort()`` report ``connection_lost(None)`` on a later iteration; sends on a
+  closed connected endpoint are dropped silently.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import socket
+
+import pytest
+from transport_helpers import DEFAULT_LIMITS, HOST, run, settle
+
+pytestmark = pytest.mark.timeout(60)
+
+
+class Datagrams(asyncio.DatagramProtocol):
+    """Queues what it receives: (data, addr) for datagrams, (exc, None) for errors; logs
+    callbacks so order and after-close silence can be checked."""
+
+    def __init__(self, *, echo: bool = False) -> None:
+        loop = asyncio.get_running_loop()
+        self.echo = echo
+        self.got: asyncio.Queue = asyncio.Queue()
+        self.events: list[str] = []
+        self.lost = loop.create_future()
+        self.lost_calls = 0
+        self.transport = None
+
+    def connection_made(self, transport) -> None:
+        self.events.append("made")
+        self.transport = transport
+
+    def datagram_received(self, data, addr) -> None:
+        self.events.append("datagram")
+        if self.echo:
+            self.transport.sendto(data.upper(), addr)
+        self.got.put_nowait((data, addr))
+
+    def error_received(self, exc) -> None:
+        self.events.append("error")
+        self.got.put_nowait((exc, None))
+
+    def connection_lost(self, exc) -> None:
+        self.events.append("lost")
+        self.lost_calls += 1
+        if not self.lost.done():
+            self.lost.set_result(exc)
+
+
+async def endpoint(loop, **kw):
+    proto = Datagrams(echo=kw.pop("echo", False))
+    tr, _ = await loop.create_datagram_endpoint(lambda: proto, **kw)
+    return tr, proto
+
+
+async def closed(tr, proto) -> None:
+    tr.close()
+    assert await proto.lost is None
+
+
+def test_sendto_recvfrom_unconnected(loop):
+    async def main():
+        a_tr, a = await endpoint(loop, local_addr=(HOST, 0))
+        b_tr, b = await endpoint(loop, local_addr=(HOST, 0))
+        a_addr, b_addr = a_tr.get_extra_info("sockname"), b_tr.get_extra_info("sockname")
+        assert a_tr.get_extra_info("peername") is None
+        assert a.events == ["made"], "connection_made runs before the endpoint is returned"
+        for data in (b"one", bytearray(b"two"), memoryview(b"-three-")[1:-1]):
+            a_tr.sendto(data, b_addr)
+        # Boundaries kept, order kept, the sender's address reported.
+        for want in (b"one", b"two", b"three"):
+            assert await b.got.get() == (want, a_addr)
+        b_tr.sendto(b"reply", a_addr)
+        assert await a.got.get() == (b"reply", b_addr)
+        assert a_tr.get_write_buffer_size() == 0
+        await closed(a_tr, a)
+        await closed(b_tr, b)
+        assert a.events == ["made", "datagram", "lost"]
+
+    run(loop, main())
+
+
+def test_sendto_connected_remote_addr(loop):
+    async def main():
+        srv_tr, srv = await endpoint(loop, local_addr=(HOST, 0), echo=True)
+        srv_addr = srv_tr.get_extra_info("sockname")
+        tr, proto = await endpoint(loop, remote_addr=srv_addr)
+        assert tr.get_extra_info("peername") == srv_addr
+        sock = tr.get_extra_info("socket")
+        assert sock.type == socket.SOCK_DGRAM and sock.family == socket.AF_INET
+        assert tr.get_extra_info("sockname") == sock.getsockname()
+        assert tr.get_extra_info("no such key", "dflt") == "dflt"
+        tr.sendto(b"implicit")
+        tr.sendto(b"explicit", srv_addr)
+        assert await proto.got.get() == (b"IMPLICIT", srv_addr)
+        assert await proto.got.get() == (b"EXPLICIT", srv_addr)
+        with pytest.raises(ValueError):
+            tr.sendto(b"elsewhere", (HOST, srv_addr[1] + 1 if srv_addr[1] < 65535 else 1))
+        assert not tr.is_closing()
+        await closed(tr, proto)
+        await closed(srv_tr, srv)
+
+    run(loop, main())
+
+
+@pytest.mark.parametrize(
+    "bad, type_name", [("text", "str"), (7, "int"), (None, "NoneType")], ids=["str", "int", "None"]
+)
+def test_sendto_rejects_non_bytes(loop, bad, type_name):
+    async def main():
+        tr, proto = await endpoint(loop, local_addr=(HOST, 0))
+        with pytest.raises(TypeError) as info:
+            tr.sendto(bad, tr.get_extra_info("sockname"))
+        assert str(info.value) == f"data argument must be a bytes-like object, not {type_name!r}"
+        assert not tr.is_closing()
+        await closed(tr, proto)
+
+    run(loop, main())
+
+
+def test_connected_peer_gone_reports_error_received(loop):
+    async def main():
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as gone:
+            gone.bind((HOST, 0))
+            addr = gone.getsockname()
+        tr, proto = await endpoint(loop, remote_addr=addr)
+        tr.sendto(b"anyone?")
+        exc, _ = await proto.got.get()
+        assert isinstance(exc, ConnectionRefusedError), repr(exc)
+        assert exc.errno == errno.ECONNREFUSED
+        assert not tr.is_closing()
+        # Still usable: the next datagram meets the same fate, reported the same way.
+        tr.sendto(b"still nobody?")
+        exc, _ = await proto.got.get()
+        assert isinstance(exc, ConnectionRefusedError), repr(exc)
+        assert not tr.is_closing() and not proto.lost.done()
+        await closed(tr, proto)
+        assert proto.events == ["made", "error", "error", "lost"]
+
+    run(loop, main())
+
+
+def test_sendto_too_large_datagram(loop):
+    async def main():
+        b_tr, b = await endpoint(loop, local_addr=(HOST, 0))
+        b_addr = b_tr.get_extra_info("sockname")
+        tr, proto = await endpoint(loop, local_addr=(HOST, 0))
+        tr.sendto(b"x" * 70_000, b_addr)  # above the 65,507-byte IPv4 payload limit
+        exc, _ = await proto.got.get()
+        assert isinstance(exc, OSError) and exc.errno == errno.EMSGSIZE, repr(exc)
+        assert not tr.is_closing()
+        assert tr.get_write_buffer_size() == 0
+        # The largest legal datagram goes through whole.
+        tr.sendto(b"y" * 65_507, b_addr)
+        data, _ = await b.got.get()
+        assert data == b"y" * 65_507
+        await closed(tr, proto)
+        await closed(b_tr, b)
+        assert b.events == ["made", "datagram", "lost"]
+
+    run(loop, main())
+
+
+def test_write_buffer_size_and_limits(loop):
+    async def main():
+        tr, proto = await endpoint(loop, local_addr=(HOST, 0))
+        assert tr.get_write_buffer_size() == 0
+        assert tr.get_write_buffer_limits() == DEFAULT_LIMITS
+        tr.set_write_buffer_limits(high=100)
+        assert tr.get_write_buffer_limits() == (25, 100)
+        with pytest.raises(ValueError, match="must be >="):
+            tr.set_write_buffer_limits(high=1, low=2)
+        assert tr.get_write_buffer_limits() == (25, 100)
+        for _ in range(10):
+            tr.sendto(b"z" * 1000, tr.get_extra_info("sockname"))
+        # Loopback takes small datagrams at once: nothing stays buffered.
+        assert tr.get_write_buffer_size() == 0
+        for _ in range(10):
+            data, _ = await proto.got.get()
+            assert data == b"z" * 1000
+        await closed(tr, proto)
+
+    run(loop, main())
+
+
+@pytest.mark.parametrize("how", ["close", "abort"])
+def test_close_and_abort(loop, how):
+    async def main():
+        srv_tr, srv = await endpoint(loop, local_addr=(HOST, 0))
+        srv_addr = srv_tr.get_extra_info("sockname")
+        tr, proto = await endpoint(loop, remote_addr=srv_addr)
+        tr.sendto(b"before")
+        assert (await srv.got.get())[0] == b"before"
+        getattr(tr, how)()
+        assert tr.is_closing()
+        assert proto.lost_calls == 0, f"{how}() must not call connection_lost synchronously"
+        getattr(tr, how)()  # a second call is a no-op
+        tr.sendto(b"after")  # dropped silently on a closed connected endpoint
+        assert await proto.lost is None
+        # The peer answers to the closed endpoint's port: nothing reaches the protocol.
+        srv_tr.sendto(b"too late", tr.get_extra_info("sockname"))
+        await settle(loop)
+        assert proto.lost_calls == 1
+        assert proto.events == ["made", "lost"]
+        assert srv.got.empty(), "a datagram was sent after close"
+        await closed(srv_tr, srv)
+
+    run(loop, main())
+
+
+def test_allow_broadcast(loop):
+    async def main():
+        tr, proto = await endpoint(loop, local_addr=(HOST, 0), allow_broadcast=True)
+        sock = tr.get_extra_info("socket")
+        assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_BROADCAST) != 0
+        plain_tr, plain = await endpoint(loop, local_addr=(HOST, 0))
+        plain_sock = plain_tr.get_extra_info("socket")
+        assert plain_sock.getsockopt(socket.SOL_SOCKET, socket.SO_BROADCAST) == 0
+        await closed(tr, proto)
+        await closed(plain_tr, plain)
+
+    run(loop, main())
+
+
+def test_reuse_port(loop):
+    async def main():
+        a_tr, a = await endpoint(loop, local_addr=(HOST, 0), reuse_port=True)
+        addr = a_tr.get_extra_info("sockname")
+        assert a_tr.get_extra_info("socket").getsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT)
+        # A second endpoint on the very same port is allowed with reuse_port ...
+        b_tr, b = await endpoint(loop, local_addr=addr, reuse_port=True)
+        assert b_tr.get_extra_info("sockname") == addr
+        # ... and refused without it.
+        with pytest.raises(OSError) as info:
+            await endpoint(loop, local_addr=addr)
+        assert info.value.errno == errno.EADDRINUSE
+        # Both bound endpoints work: a datagram to the shared port reaches one of them.
+        c_tr, c = await endpoint(loop, local_addr=(HOST, 0))
+        c_tr.sendto(b"to the group", addr)
+        winner = await asyncio.wait_for(_first_datagram(a, b), 30)
+        assert winner == b"to the group"
+        for tr, proto in ((a_tr, a), (b_tr, b), (c_tr, c)):
+            await closed(tr, proto)
+
+    run(loop, main())
+
+
+async def _first_datagram(*protos: Datagrams) -> bytes:
+    gets = [asyncio.ensure_future(p.got.get()) for p in protos]
+    done, pending = await asyncio.wait(gets, return_when=asyncio.FIRST_COMPLETED)
+    for g in pending:
+        g.cancel()
+    data, _ = done.pop().result()
+    return data
