@@ -81,13 +81,6 @@ class SelectorTransportsMixin:
 
     _make_datagram_transport = _Sel._make_datagram_transport
 
-    # -- the accept loop asyncio.Server drives ----------------------------------------------
-
-    _start_serving = _Sel._start_serving
-    _accept_connection = _Sel._accept_connection
-    _accept_connection2 = _Sel._accept_connection2
-    _stop_serving = _Sel._stop_serving
-
     # -- loop.sendfile() on a socket transport ----------------------------------------------
 
     _sendfile_native = _Sel._sendfile_native

@@ -25,8 +25,11 @@ replaces.
 
 from __future__ import annotations
 
+import errno
+import functools
+import os
 import socket
-from asyncio import constants, selector_events, sslproto
+from asyncio import constants, selector_events, sslproto, trsock
 from asyncio.log import logger
 
 from . import _core
@@ -199,8 +202,133 @@ class StreamTransport(_Base):
             self._io.detach()
 
 
+_Sel = selector_events.BaseSelectorEventLoop
+
+# accept() errors that mean "out of resources": asyncio stops accepting for
+# ACCEPT_RETRY_DELAY seconds instead of spinning on them.
+_RESOURCE_ERRNOS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
+# accept() errors about one connection that died in the backlog: skip it, keep serving.
+_SKIP_ERRNOS = (errno.EAGAIN, errno.EINTR, errno.ECONNABORTED)
+
+
 class StreamTransportsMixin:
-    """The loop's factories for stream transports (what `BaseEventLoop` leaves abstract)."""
+    """The loop's factories for stream transports (what `BaseEventLoop` leaves abstract) and
+    its accept loop: a multishot accept on io_uring, asyncio's readiness loop on epoll."""
+
+    # -- the accept loop asyncio.Server drives ------------------------------------------------
+
+    def _start_serving(
+        self,
+        protocol_factory,
+        sock,
+        sslcontext=None,
+        server=None,
+        backlog=100,
+        ssl_handshake_timeout=constants.SSL_HANDSHAKE_TIMEOUT,
+        ssl_shutdown_timeout=constants.SSL_SHUTDOWN_TIMEOUT,
+    ):
+        fd = sock.fileno()
+        on_accept = functools.partial(
+            self._on_accepted,
+            protocol_factory,
+            sock,
+            sslcontext,
+            server,
+            backlog,
+            ssl_handshake_timeout,
+            ssl_shutdown_timeout,
+        )
+        # Not an int (a test's mock socket): asyncio's path reports it as asyncio would.
+        token = self._accept_start(fd, on_accept) if isinstance(fd, int) else None
+        if token is None:  # epoll: asyncio's accept-on-readiness loop
+            _Sel._start_serving(
+                self,
+                protocol_factory,
+                sock,
+                sslcontext,
+                server,
+                backlog,
+                ssl_handshake_timeout,
+                ssl_shutdown_timeout,
+            )
+        else:
+            self._accepting[fd] = token
+
+    _accept_connection = _Sel._accept_connection
+    _accept_connection2 = _Sel._accept_connection2
+
+    def _stop_serving(self, sock):
+        token = self._accepting.pop(sock.fileno(), None)
+        if token is None:
+            self._remove_reader(sock.fileno())
+        else:
+            self._accept_stop(token)
+        sock.close()
+
+    def _on_accepted(
+        self,
+        protocol_factory,
+        sock,
+        sslcontext,
+        server,
+        backlog,
+        ssl_handshake_timeout,
+        ssl_shutdown_timeout,
+        res,
+    ):
+        """One completion of the multishot accept: a new connection's fd, or -errno. What
+        follows is asyncio's `_accept_connection` for one connection."""
+        if res < 0:
+            code = -res
+            if code in _SKIP_ERRNOS:
+                return
+            exc = OSError(code, os.strerror(code))
+            if code in _RESOURCE_ERRNOS:
+                # As asyncio: report, stop accepting, try again after a delay.
+                self.call_exception_handler(
+                    {
+                        "message": "socket.accept() out of system resource",
+                        "exception": exc,
+                        "socket": trsock.TransportSocket(sock),
+                    }
+                )
+                self._stop_accepting(sock)
+                self.call_later(
+                    constants.ACCEPT_RETRY_DELAY,
+                    self._start_serving,
+                    protocol_factory,
+                    sock,
+                    sslcontext,
+                    server,
+                    backlog,
+                    ssl_handshake_timeout,
+                    ssl_shutdown_timeout,
+                )
+                return
+            raise exc  # the loop's exception handler logs it; serving goes on
+        conn = socket.socket(sock.family, sock.type, sock.proto, fileno=res)
+        try:
+            addr = conn.getpeername()
+        except OSError:
+            addr = None  # reset while in the backlog: the transport finds out on first read
+        if self._debug:
+            logger.debug("%r got a new connection from %r: %r", server, addr, conn)
+        extra = {"peername": addr}
+        accept = self._accept_connection2(
+            protocol_factory,
+            conn,
+            extra,
+            sslcontext,
+            server,
+            ssl_handshake_timeout,
+            ssl_shutdown_timeout,
+        )
+        self.create_task(accept)
+
+    def _stop_accepting(self, sock):
+        token = self._accepting.pop(sock.fileno(), None)
+        if token is not None:
+            self._accept_stop(token)
 
     def _make_socket_transport(self, sock, protocol, waiter=None, *, extra=None, server=None):
         return StreamTransport(self, sock, protocol, waiter, extra, server)

@@ -59,6 +59,8 @@ class Loop(
         del self._scheduled
         # fd -> transport, for _ensure_fd_no_transport (filled by native transports).
         self._transports = weakref.WeakValueDictionary()
+        # listening fd -> token of its multishot accept (io_uring; see _streams).
+        self._accepting = {}
         SignalMixin._init_signals(self)
         # CPython 3.11's C Task looks up `loop.call_soon` as an attribute on every step, which
         # builds (and frees) a bound-method object each time; with one bound once into the
@@ -153,6 +155,26 @@ class Loop(
     # asyncio's own check, taken by reference like the transport code in _nettransports.py,
     # so its behaviour and messages track the running Python.
     _ensure_fd_no_transport = selector_events.BaseSelectorEventLoop._ensure_fd_no_transport
+
+    # The public fd-watcher API refuses an fd a live transport owns, as asyncio's does (a
+    # reader callback on a transport's socket would steal its data). The transports register
+    # through the unchecked native `_add_reader` & co (`_pipes.PipesMixin`).
+
+    def add_reader(self, fd, callback, *args):
+        self._ensure_fd_no_transport(fd)
+        _core.LoopCore.add_reader(self, fd, callback, *args)
+
+    def remove_reader(self, fd):
+        self._ensure_fd_no_transport(fd)
+        return _core.LoopCore.remove_reader(self, fd)
+
+    def add_writer(self, fd, callback, *args):
+        self._ensure_fd_no_transport(fd)
+        _core.LoopCore.add_writer(self, fd, callback, *args)
+
+    def remove_writer(self, fd):
+        self._ensure_fd_no_transport(fd)
+        return _core.LoopCore.remove_writer(self, fd)
 
 
 def _numeric(host) -> bool:

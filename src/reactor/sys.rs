@@ -72,35 +72,51 @@ pub fn check_pollable(fd: RawFd) -> io::Result<()> {
 /// same thread, for `_write_to_self`).
 #[derive(Debug)]
 pub struct Waker {
-    fd: RawFd,
+    /// -1 once closed (`loop.close()` releases it, as asyncio's close releases its self-pipe,
+    /// rather than leaving it to the garbage collector).
+    fd: std::sync::atomic::AtomicI32,
 }
 
 impl Waker {
     pub fn new() -> io::Result<Self> {
         let fd = syscall!(eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC))?;
-        Ok(Waker { fd })
+        Ok(Waker { fd: std::sync::atomic::AtomicI32::new(fd) })
     }
 
     pub fn fd(&self) -> RawFd {
-        self.fd
+        self.fd.load(Ordering::Acquire)
     }
 
     /// Add one to the counter. `EAGAIN` means the counter is saturated, i.e. a wake-up is
     /// already pending, which is all we want.
     pub fn wake(&self) {
-        let one: u64 = 1;
-        let _ = syscall!(write(self.fd, (&one as *const u64).cast(), 8));
+        let fd = self.fd();
+        if fd >= 0 {
+            let one: u64 = 1;
+            let _ = syscall!(write(fd, (&one as *const u64).cast(), 8));
+        }
     }
 
     /// Reset the counter so that the next `wake` produces a new readiness edge.
     pub fn drain(&self) {
-        let mut buf: u64 = 0;
-        let _ = syscall!(read(self.fd, (&mut buf as *mut u64).cast(), 8));
+        let fd = self.fd();
+        if fd >= 0 {
+            let mut buf: u64 = 0;
+            let _ = syscall!(read(fd, (&mut buf as *mut u64).cast(), 8));
+        }
+    }
+
+    /// Close the eventfd now (the loop is closed: nothing waits on it any more).
+    pub fn close(&self) {
+        let fd = self.fd.swap(-1, Ordering::AcqRel);
+        if fd >= 0 {
+            let _ = syscall!(close(fd));
+        }
     }
 }
 
 impl Drop for Waker {
     fn drop(&mut self) {
-        let _ = syscall!(close(self.fd));
+        self.close();
     }
 }

@@ -326,6 +326,14 @@ impl UringReactor {
         self.push(sqe)
     }
 
+    /// Arm a multishot accept on the listening socket `fd`: each completion is a new
+    /// connection's fd (non-blocking, close-on-exec) or `-errno`.
+    pub fn accept_multishot(&mut self, fd: RawFd, token: u64) -> io::Result<()> {
+        self.check_fork()?;
+        let sqe = opcode::AcceptMulti::new(types::Fd(fd)).flags(libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC).build().user_data(token);
+        self.push(sqe)
+    }
+
     /// Cancel the operation `token` and make the kernel process the cancellation now: the
     /// request holds a reference to the file, so until it is gone a socket about to be closed
     /// would not send its FIN (see `set_interest`).

@@ -306,3 +306,21 @@ def test_close_with_pending_callbacks_and_timers(new_loop):
     lp.close()
     assert lp.is_closed()
     assert out == []
+
+
+def test_close_releases_every_fd_at_once(new_loop):
+    """close() gives back every fd the loop opened (ring or epoll set, eventfd, signal
+    socketpair) without waiting for the garbage collector, as asyncio's close does."""
+    import gc
+    import os
+
+    gc.collect()
+    before = set(os.listdir("/proc/self/fd"))
+    lp = new_loop()
+    lp.run_until_complete(asyncio.sleep(0))
+    opened = set(os.listdir("/proc/self/fd")) - before
+    assert opened, "a loop opens at least one fd"
+    lp.close()
+    still_open = opened & set(os.listdir("/proc/self/fd"))
+    assert not still_open, f"fds left open after close(): {sorted(still_open)}"
+    del lp

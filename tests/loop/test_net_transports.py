@@ -704,3 +704,27 @@ def test_start_tls_upgrade(loop, tls_contexts):
             await writer.wait_closed()
 
     run(loop, main())
+
+
+def test_fd_watchers_refuse_a_transports_socket(loop):
+    """add_reader & co. on a socket a live transport owns raise RuntimeError (asyncio's
+    check); once the transport is closed, the fd is free again."""
+
+    async def main():
+        server, port = await _tcp_server(loop, EchoServer)
+        async with server:
+            client = Client(loop)
+            tr, _ = await loop.create_connection(lambda: client, HOST, port)
+            fd = tr.get_extra_info("socket").fileno()
+            for call in (
+                lambda: loop.add_reader(fd, lambda: None),
+                lambda: loop.add_writer(fd, lambda: None),
+                lambda: loop.remove_reader(fd),
+                lambda: loop.remove_writer(fd),
+            ):
+                with pytest.raises(RuntimeError, match="is used by transport"):
+                    call()
+            tr.close()
+            assert await client.lost is None
+
+    run(loop, main())
