@@ -1,47 +1,31 @@
-"""Network transports for `ringloop.Loop`, borrowed from asyncio: an *interim* layer.
+"""UDP and the Unix-socket entry points for `ringloop.Loop`, borrowed from asyncio.
 
-**Interim.** ringloop's own TCP, Unix-socket and UDP transports are native (Rust, on the
-ring's multishot accept/recv; see DESIGN.md, `src/transport/`) and come in a dedicated step
-of the transports issue. When they land, they replace the TCP/Unix/UDP parts of this module
-(`_make_socket_transport`, `_make_datagram_transport` and the accept path). Until then this
-mixin makes every network API of asyncio work on ringloop, correctly, by running asyncio's own
-selector transports over ringloop's native fd watchers. It copies no asyncio code: every
-function below is the running Python's own, taken by reference, so it always matches the
-installed asyncio (3.11 here; 3.12+ keep their own versions of the same hooks).
+The stream transports (TCP, Unix sockets) and the accept loop are ringloop's own
+(`_streams.py` over the native `StreamIO`). What is still asyncio's, taken by reference so it
+always matches the installed Python (3.11 here; 3.12+ keep their own versions of the same
+hooks), and running on ringloop's native fd watchers:
 
-What `BaseEventLoop` leaves abstract, and this mixin fills in as `BaseSelectorEventLoop`
-(and, for the two Unix-socket entry points, `_UnixSelectorEventLoop`) does:
+* `_make_datagram_transport`: `create_datagram_endpoint` ends here; it builds
+  `selector_events._SelectorDatagramTransport`. A native datagram transport is future work.
+* `_sendfile_native`: `loop.sendfile()` on a stream transport; it hands the socket to
+  `sock_sendfile`, whose `_sock_sendfile_native` is ringloop's own (`_sockops`). It uses the
+  transport's `_make_empty_waiter`/`_reset_empty_waiter`, which `StreamTransport` keeps.
+* `create_unix_connection` / `create_unix_server`: argument handling for Unix sockets; they
+  end in the stream transport factories.
 
-* `_make_socket_transport` / `_make_ssl_transport` / `_make_datagram_transport`: the factories
-  `create_connection`, `create_server`, `connect_accepted_socket`, `create_datagram_endpoint`
-  and `start_tls` end in. They build `selector_events._SelectorSocketTransport` and
-  `_SelectorDatagramTransport`; SSL is `sslproto.SSLProtocol` over the socket transport, as on
-  stock asyncio (and as DESIGN.md plans for the native transports too).
-* `_start_serving` / `_accept_connection` / `_accept_connection2` / `_stop_serving`: the accept
-  loop that `asyncio.Server` drives (`start_serving`, `serve_forever`, `close`).
-* `_sendfile_native`: `loop.sendfile()` on a socket transport; it hands the socket to
-  `sock_sendfile`, whose `_sock_sendfile_native` is ringloop's own (`_sockops`).
-* `create_unix_connection` / `create_unix_server`.
-
-What the borrowed transports reach for on the loop, besides the public API:
+What the borrowed code reaches for on the loop, besides the public API:
 
 * `_add_reader`/`_remove_reader`/`_add_writer`/`_remove_writer`: aliased onto the native fd
-  watchers by `_pipes.PipesMixin`. asyncio's versions return the `Handle`; ringloop's return
-  `None`, and no borrowed transport code uses the return value (only the selector loop's own
-  `sock_*` coroutines do, which ringloop does not borrow).
+  watchers by `_pipes.PipesMixin` (unchecked, as asyncio's are; the public `add_reader` & co
+  check `_transports` first, in `loop.py`).
 * `_transports` (fd -> transport, a `WeakValueDictionary` made in `Loop.__init__`): every
-  selector transport registers itself there, so `_ensure_fd_no_transport` (asyncio's,
-  borrowed in loop.py) makes the `sock_*` calls refuse an fd a transport owns, as asyncio does.
+  transport registers itself there, so `_ensure_fd_no_transport` makes `sock_*` and the public
+  fd watchers refuse an fd a transport owns, as asyncio does.
 * `_selector`: read only by the transports' `__repr__`, which asks `get_key(fd).events` to
-  print `read=polling`/`write=<idle, ...>` (the pipe transports do the same, through
-  `getattr(loop, "_selector", None)`). ringloop has no selector; `_SelectorView` answers that
-  one question from the native watcher table (`_fd_callbacks`), and is `None` on a closed
-  loop, as asyncio's selector is.
-
-Not provided here: the public `add_reader`/`add_writer` refuse an fd owned by a transport on
-stock asyncio (`_ensure_fd_no_transport`); the native ones do not check yet. No borrowed code
-path depends on that refusal (the transports register through the unchecked `_add_*`), so
-this layer leaves it to the native side.
+  print `read=polling`/`write=<idle, ...>`. ringloop has no selector; `_SelectorView` answers
+  that one question from the native watcher table (`_fd_callbacks`), and is `None` on a closed
+  loop, as asyncio's selector is. (A stream transport reading with a multishot recv on
+  io_uring has no reader callback, so its repr says `read=idle`.)
 """
 
 from __future__ import annotations
@@ -74,8 +58,8 @@ class _SelectorView:
 
 
 class SelectorTransportsMixin:
-    """asyncio's selector network transports and server plumbing for `Loop`; interim, see the
-    module docstring."""
+    """asyncio's datagram transport, sendfile hand-off and Unix-socket entry points for
+    `Loop` (see the module docstring)."""
 
     # -- transport factories (what BaseEventLoop leaves abstract) -----------------------------
 

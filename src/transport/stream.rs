@@ -695,8 +695,17 @@ impl StreamIO {
         Ok(self.st.borrow(py)?.reading)
     }
 
-    /// One completion of the multishot recv: `bytes`, `0` at EOF, or `-errno`.
+    /// One completion of the multishot recv: a pending read (`n > 0`: its bytes are taken from
+    /// the loop, see `LoopCore::take_read`), `0` at EOF, or `-errno`. Held reads (`bytes`, kept
+    /// while paused) come back here on resume.
     fn _on_recv(&self, py: Python<'_>, item: Bound<'_, PyAny>) -> PyResult<()> {
+        let item = match item.extract::<i64>() {
+            Ok(n) if n > 0 => match LoopCore::take_read(self.loop_.bind(py), n)? {
+                Some(b) => b.into_bound(py).into_any(),
+                None => return Ok(()),
+            },
+            _ => item,
+        };
         enum Which {
             Data(Py<PyAny>),
             Buffered(Py<PyAny>, Py<PyAny>),
