@@ -26,6 +26,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<loop_::handle::Handle>()?;
     m.add_class::<loop_::handle::TimerHandle>()?;
     m.add_class::<transport::stream::StreamIO>()?;
+    m.add_class::<transport::datagram::DatagramIO>()?;
     m.add_function(wrap_pyfunction!(io_uring_available, m)?)?;
     m.add_function(wrap_pyfunction!(watch::audit::audit_hook_install, m)?)?;
     m.add_function(wrap_pyfunction!(watch::audit::audit_set_in_slice, m)?)?;

@@ -1,12 +1,10 @@
-"""UDP and the Unix-socket entry points for `ringloop.Loop`, borrowed from asyncio.
+"""The Unix-socket entry points and sendfile hand-off for `ringloop.Loop`, from asyncio.
 
-The stream transports (TCP, Unix sockets) and the accept loop are ringloop's own
-(`_streams.py` over the native `StreamIO`). What is still asyncio's, taken by reference so it
+The stream transports (TCP, Unix sockets), the accept loop (`_streams.py`) and UDP
+(`_datagrams.py`) are ringloop's own, over native I/O. What is still asyncio's, taken by reference so it
 always matches the installed Python (3.11 here; 3.12+ keep their own versions of the same
 hooks), and running on ringloop's native fd watchers:
 
-* `_make_datagram_transport`: `create_datagram_endpoint` ends here; it builds
-  `selector_events._SelectorDatagramTransport`. A native datagram transport is future work.
 * `_sendfile_native`: `loop.sendfile()` on a stream transport; it hands the socket to
   `sock_sendfile`, whose `_sock_sendfile_native` is ringloop's own (`_sockops`). It uses the
   transport's `_make_empty_waiter`/`_reset_empty_waiter`, which `StreamTransport` keeps.
@@ -58,12 +56,10 @@ class _SelectorView:
 
 
 class SelectorTransportsMixin:
-    """asyncio's datagram transport, sendfile hand-off and Unix-socket entry points for
-    `Loop` (see the module docstring)."""
+    """asyncio's sendfile hand-off and Unix-socket entry points for `Loop` (see the module
+    docstring)."""
 
     # -- transport factories (what BaseEventLoop leaves abstract) -----------------------------
-
-    _make_datagram_transport = _Sel._make_datagram_transport
 
     # -- loop.sendfile() on a socket transport ----------------------------------------------
 

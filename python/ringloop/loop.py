@@ -5,9 +5,9 @@ The class stacks three layers, first match wins:
 1. `_core.LoopCore` (Rust): the hot path — `call_soon*`, `call_later`, `call_at`, `time`,
    `add_reader`/`add_writer`, the ready queue, the timer heap and the dispatcher.
 2. ringloop's Python mixins, on top of the native fd callbacks: socket operations
-   (`_sockops`), signals (`_signals`), pipes and subprocesses (`_pipes`), and — for now — the
-   network transports (`_nettransports`: asyncio's selector transports, an interim layer that
-   native TCP/Unix/UDP transports will replace).
+   (`_sockops`), signals (`_signals`), pipes and subprocesses (`_pipes`), the stream
+   transports and accept loop (`_streams`, native I/O), UDP (`_datagrams`, native I/O), and
+   the few asyncio pieces still borrowed as they are (`_nettransports`).
 3. `asyncio.BaseEventLoop`: semantics asyncio already gets right and that are not hot —
    `run_until_complete`, tasks and futures (CPython's C `Task`/`Future`), the exception
    handler, executors, `getaddrinfo`, async-generator shutdown, `sendfile` fallbacks.
@@ -29,6 +29,7 @@ from asyncio import base_events, events, selector_events
 from asyncio.log import logger
 
 from . import _core
+from ._datagrams import DatagramTransportsMixin
 from ._handles import callback_source
 from ._nettransports import SelectorTransportsMixin
 from ._pipes import PipesMixin
@@ -43,6 +44,7 @@ class Loop(
     SignalMixin,
     PipesMixin,
     StreamTransportsMixin,
+    DatagramTransportsMixin,
     SelectorTransportsMixin,
     base_events.BaseEventLoop,
 ):

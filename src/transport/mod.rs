@@ -1,5 +1,6 @@
 //! Native transports: the per-connection I/O under ringloop's stream (TCP and Unix-socket)
-//! transports.
+//! and UDP transports (`datagram::DatagramIO`, same split: native reads and the common
+//! `sendto`, asyncio's transport class for the rest).
 //!
 //! The split follows DESIGN.md's "Rust owns the hot path, Python owns the subtle semantics":
 //! `stream::StreamIO` reads (one `recv` into a scratch buffer, copied into an exact-size
@@ -11,4 +12,5 @@
 //! subclassing asyncio's own selector transport, and is called back only on the rare edges
 //! (EOF, errors, crossing a water mark, the buffer draining while someone waits for it).
 
+pub mod datagram;
 pub mod stream;

@@ -266,3 +266,64 @@ async def _first_datagram(*protos: Datagrams) -> bytes:
         g.cancel()
     data, _ = done.pop().result()
     return data
+
+
+def _has_ipv6_loopback() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6, socket.SOCK_DGRAM) as s:
+            s.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not _has_ipv6_loopback(), reason="no IPv6 loopback on this machine")
+def test_ipv6_addresses_are_the_socket_modules_tuples(loop):
+    """An IPv6 sender's address is the 4-tuple the socket module gives, equal to the
+    sender's own sockname (ringloop builds it natively)."""
+
+    async def main():
+        a_tr, a = await endpoint(loop, local_addr=("::1", 0))
+        b_tr, b = await endpoint(loop, local_addr=("::1", 0))
+        a_addr, b_addr = a_tr.get_extra_info("sockname"), b_tr.get_extra_info("sockname")
+        assert len(a_addr) == 4
+        a_tr.sendto(b"v6", b_addr)
+        assert await b.got.get() == (b"v6", a_addr)
+        # A 2-tuple address works for sending too, as with socket.sendto.
+        b_tr.sendto(b"back", a_addr[:2])
+        assert await a.got.get() == (b"back", b_addr)
+        await closed(a_tr, a)
+        await closed(b_tr, b)
+
+    run(loop, main())
+
+
+def test_sendto_a_host_name(loop):
+    """A host name (not a numeric address) is resolved as socket.sendto resolves it."""
+
+    async def main():
+        a_tr, a = await endpoint(loop, local_addr=(HOST, 0))
+        b_tr, b = await endpoint(loop, local_addr=(HOST, 0))
+        port = b_tr.get_extra_info("sockname")[1]
+        a_tr.sendto(b"by name", ("localhost", port))
+        data, addr = await b.got.get()
+        assert data == b"by name" and addr == a_tr.get_extra_info("sockname")
+        await closed(a_tr, a)
+        await closed(b_tr, b)
+
+    run(loop, main())
+
+
+def test_native_datagram_transport_is_used(loop, loop_kind):
+    """ringloop's UDP endpoints run on its native transport (asyncio's on stock asyncio)."""
+
+    async def main():
+        tr, proto = await endpoint(loop, local_addr=(HOST, 0))
+        name = type(tr).__module__ + "." + type(tr).__name__
+        if loop_kind == "asyncio":
+            assert name == "asyncio.selector_events._SelectorDatagramTransport"
+        else:
+            assert name == "ringloop._datagrams.DatagramTransport"
+        await closed(tr, proto)
+
+    run(loop, main())
