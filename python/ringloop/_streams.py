@@ -37,6 +37,15 @@ from . import _core
 _Base = selector_events._SelectorSocketTransport
 
 
+def _native_state(name: str) -> property:
+    """An asyncio transport attribute kept in `StreamIO` (the write path reads it)."""
+    return property(
+        lambda self: getattr(self._io, name),
+        lambda self, value: setattr(self._io, name, value),
+        doc=f"asyncio's attribute, stored as StreamIO.{name}",
+    )
+
+
 class StreamTransport(_Base):
     """A TCP or Unix-socket transport with native reads and writes (see the module docs)."""
 
@@ -63,21 +72,8 @@ class StreamTransport(_Base):
     def _buffer(self, value):
         pass  # _SelectorTransport.__init__ assigns a fresh bytearray; the buffer is native.
 
-    @property
-    def _conn_lost(self):
-        return self._io.conn_lost
-
-    @_conn_lost.setter
-    def _conn_lost(self, value):
-        self._io.conn_lost = value
-
-    @property
-    def _eof(self):
-        return self._io.eof
-
-    @_eof.setter
-    def _eof(self, value):
-        self._io.eof = value
+    _conn_lost = _native_state("conn_lost")
+    _eof = _native_state("eof")
 
     @property
     def _empty_waiter(self):

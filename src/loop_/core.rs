@@ -400,6 +400,14 @@ impl LoopCore {
     /// when this loop cannot (epoll, or no provided-buffer rings): the transport then reads on
     /// readiness.
     pub(crate) fn recv_start(slf: &Bound<'_, Self>, fd: RawFd, on_recv: Py<PyAny>) -> PyResult<Option<u64>> {
+        Self::op_start(slf, fd, OpKind::Recv, on_recv)
+    }
+
+    /// Arm a multishot operation of `kind` on `fd` whose completions go to `callback` (in a
+    /// copy of the current context). `None` when this loop has no io_uring with provided
+    /// buffers; multishot accept (5.19) predates multishot recv (6.0), so one probe answers
+    /// for both.
+    fn op_start(slf: &Bound<'_, Self>, fd: RawFd, kind: OpKind, callback: Py<PyAny>) -> PyResult<Option<u64>> {
         let py = slf.py();
         let this = slf.get();
         this.check_open()?;
@@ -411,21 +419,23 @@ impl LoopCore {
         };
         let started = {
             let mut io = this.io.borrow_mut(py)?;
-            let u = io.reactor.as_mut().and_then(|r| r.uring());
-            let usable = u.map(|u| (u.recv_multishot_available(), u));
-            match usable {
+            match io.reactor.as_mut().and_then(|r| r.uring()).map(|u| (u.recv_multishot_available(), u)) {
                 Some((true, u)) => {
-                    u.recv_multishot(fd, token).map_err(os_error)?;
+                    match kind {
+                        OpKind::Recv => u.recv_multishot(fd, token),
+                        OpKind::Accept => u.accept_multishot(fd, token),
+                    }
+                    .map_err(os_error)?;
                     true
                 }
                 _ => false,
             }
         };
         if !started {
-            drop((on_recv, context));
+            drop((callback, context));
             return Ok(None);
         }
-        this.st.borrow_mut(py)?.recvs.insert(token, RecvStream { kind: OpKind::Recv, on_recv, context, stopping: false });
+        this.st.borrow_mut(py)?.recvs.insert(token, RecvStream { kind, on_recv: callback, context, stopping: false });
         Ok(Some(token))
     }
 
@@ -1159,32 +1169,7 @@ impl LoopCore {
     /// with each new connection's fd (or `-errno`). Returns the operation's token, or `None`
     /// on epoll (the caller then accepts on readiness).
     fn _accept_start(slf: &Bound<'_, Self>, fd: RawFd, callback: Py<PyAny>) -> PyResult<Option<u64>> {
-        let py = slf.py();
-        let this = slf.get();
-        this.check_open()?;
-        let context = context_or_copy(py, None)?.expect("a copy is always made");
-        let token = {
-            let mut st = this.st.borrow_mut(py)?;
-            st.next_recv_gen = st.next_recv_gen.wrapping_add(1);
-            op_token(fd, st.next_recv_gen)
-        };
-        let started = {
-            let mut io = this.io.borrow_mut(py)?;
-            // Multishot accept (5.19) predates multishot recv (6.0): one probe answers both.
-            match io.reactor.as_mut().and_then(|r| r.uring()).map(|u| (u.recv_multishot_available(), u)) {
-                Some((true, u)) => {
-                    u.accept_multishot(fd, token).map_err(os_error)?;
-                    true
-                }
-                _ => false,
-            }
-        };
-        if !started {
-            drop((callback, context));
-            return Ok(None);
-        }
-        this.st.borrow_mut(py)?.recvs.insert(token, RecvStream { kind: OpKind::Accept, on_recv: callback, context, stopping: false });
-        Ok(Some(token))
+        Self::op_start(slf, fd, OpKind::Accept, callback)
     }
 
     /// Stop a multishot accept; processed before this returns, so the socket may be closed.
