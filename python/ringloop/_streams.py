@@ -31,6 +31,7 @@ import os
 import socket
 from asyncio import constants, selector_events, sslproto, trsock
 from asyncio.log import logger
+from typing import NamedTuple
 
 from . import _core
 
@@ -207,6 +208,18 @@ _RESOURCE_ERRNOS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 _SKIP_ERRNOS = (errno.EAGAIN, errno.EINTR, errno.ECONNABORTED)
 
 
+class _Serving(NamedTuple):
+    """`_start_serving`'s arguments, in its order: what every accepted connection needs."""
+
+    protocol_factory: object
+    sock: socket.socket
+    sslcontext: object
+    server: object
+    backlog: int
+    ssl_handshake_timeout: float | None
+    ssl_shutdown_timeout: float | None
+
+
 class StreamTransportsMixin:
     """The loop's factories for stream transports (what `BaseEventLoop` leaves abstract) and
     its accept loop: a multishot accept on io_uring, asyncio's readiness loop on epoll."""
@@ -223,9 +236,7 @@ class StreamTransportsMixin:
         ssl_handshake_timeout=constants.SSL_HANDSHAKE_TIMEOUT,
         ssl_shutdown_timeout=constants.SSL_SHUTDOWN_TIMEOUT,
     ):
-        fd = sock.fileno()
-        on_accept = functools.partial(
-            self._on_accepted,
+        serving = _Serving(
             protocol_factory,
             sock,
             sslcontext,
@@ -234,19 +245,12 @@ class StreamTransportsMixin:
             ssl_handshake_timeout,
             ssl_shutdown_timeout,
         )
+        fd = sock.fileno()
+        on_accept = functools.partial(self._on_accepted, serving)
         # Not an int (a test's mock socket): asyncio's path reports it as asyncio would.
         token = self._accept_start(fd, on_accept) if isinstance(fd, int) else None
         if token is None:  # epoll: asyncio's accept-on-readiness loop
-            _Sel._start_serving(
-                self,
-                protocol_factory,
-                sock,
-                sslcontext,
-                server,
-                backlog,
-                ssl_handshake_timeout,
-                ssl_shutdown_timeout,
-            )
+            _Sel._start_serving(self, *serving)
         else:
             self._accepting[fd] = token
 
@@ -261,19 +265,10 @@ class StreamTransportsMixin:
             self._accept_stop(token)
         sock.close()
 
-    def _on_accepted(
-        self,
-        protocol_factory,
-        sock,
-        sslcontext,
-        server,
-        backlog,
-        ssl_handshake_timeout,
-        ssl_shutdown_timeout,
-        res,
-    ):
+    def _on_accepted(self, serving, res):
         """One completion of the multishot accept: a new connection's fd, or -errno. What
         follows is asyncio's `_accept_connection` for one connection."""
+        sock = serving.sock
         if res < 0:
             code = -res
             if code in _SKIP_ERRNOS:
@@ -289,17 +284,7 @@ class StreamTransportsMixin:
                     }
                 )
                 self._stop_accepting(sock)
-                self.call_later(
-                    constants.ACCEPT_RETRY_DELAY,
-                    self._start_serving,
-                    protocol_factory,
-                    sock,
-                    sslcontext,
-                    server,
-                    backlog,
-                    ssl_handshake_timeout,
-                    ssl_shutdown_timeout,
-                )
+                self.call_later(constants.ACCEPT_RETRY_DELAY, self._start_serving, *serving)
                 return
             raise exc  # the loop's exception handler logs it; serving goes on
         conn = socket.socket(sock.family, sock.type, sock.proto, fileno=res)
@@ -308,16 +293,15 @@ class StreamTransportsMixin:
         except OSError:
             addr = None  # reset while in the backlog: the transport finds out on first read
         if self._debug:
-            logger.debug("%r got a new connection from %r: %r", server, addr, conn)
-        extra = {"peername": addr}
+            logger.debug("%r got a new connection from %r: %r", serving.server, addr, conn)
         accept = self._accept_connection2(
-            protocol_factory,
+            serving.protocol_factory,
             conn,
-            extra,
-            sslcontext,
-            server,
-            ssl_handshake_timeout,
-            ssl_shutdown_timeout,
+            {"peername": addr},
+            serving.sslcontext,
+            serving.server,
+            serving.ssl_handshake_timeout,
+            serving.ssl_shutdown_timeout,
         )
         self.create_task(accept)
 
