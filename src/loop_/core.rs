@@ -178,6 +178,8 @@ pub struct LoopCore {
     iteration: AtomicU64,
     /// Stream transports with coalesced writes to send once this iteration's callbacks ran.
     flush: GilCell<Vec<Py<StreamIO>>>,
+    /// `flush` is not empty: one plain load per iteration instead of a borrow.
+    flush_pending: AtomicBool,
 }
 
 fn seconds_to_ns(s: f64) -> u64 {
@@ -388,6 +390,7 @@ impl LoopCore {
     /// Queue a stream transport's coalesced writes for the end of this iteration.
     pub(crate) fn queue_flush(slf: &Bound<'_, Self>, io: Py<StreamIO>) -> PyResult<()> {
         slf.get().flush.borrow_mut(slf.py())?.push(io);
+        slf.get().flush_pending.store(true, Ordering::Relaxed);
         Ok(())
     }
 
@@ -706,7 +709,8 @@ impl LoopCore {
     fn run_once(slf: &Bound<'_, Self>) -> PyResult<()> {
         let py = slf.py();
         let this = slf.get();
-        this.iteration.fetch_add(1, Ordering::Relaxed);
+        // Only this thread writes it (under the GIL): a plain load and store, no locked add.
+        this.iteration.store(this.iteration.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
 
         // Discard cancelled timers before deciding how long to sleep; drop them only after the
         // borrow ends (their callbacks' __del__ may schedule more work).
@@ -739,7 +743,7 @@ impl LoopCore {
                 st.timers.peek_when().map(|w| Duration::from_nanos(w.saturating_sub(monotonic_ns())).min(MAX_WAIT))
             }
         };
-        let mut events = {
+        let events = {
             let mut io_ref = this.io.borrow_mut(py)?;
             let io = &mut *io_ref;
             let mut events = std::mem::take(&mut io.events);
@@ -754,10 +758,11 @@ impl LoopCore {
                 r
             };
             res.map_err(os_error)?;
-            events
+            (events, !io.ops.is_empty())
         };
+        let (mut events, has_ops) = events;
         // I/O first, then timers, as asyncio orders them.
-        let later = Self::dispatch_ops(slf)?;
+        let later = if has_ops { Self::dispatch_ops(slf)? } else { Vec::new() };
 
         {
             let mut st = this.st.borrow_mut(py)?;
@@ -796,7 +801,9 @@ impl LoopCore {
         // from the default SIGINT handler leaves run_forever here, as in asyncio.
         py.check_signals()?;
 
-        let ntodo = {
+        let ntodo = if later.is_empty() {
+            this.st.borrow(py)?.ready.len()
+        } else {
             let mut st = this.st.borrow_mut(py)?;
             let n = st.ready.len();
             st.ready.extend(later.into_iter().map(AnyHandle::Plain));
@@ -821,9 +828,10 @@ impl LoopCore {
     fn flush_streams(slf: &Bound<'_, Self>) -> PyResult<()> {
         let py = slf.py();
         let this = slf.get();
-        if this.flush.borrow(py)?.is_empty() {
+        if !this.flush_pending.load(Ordering::Relaxed) {
             return Ok(());
         }
+        this.flush_pending.store(false, Ordering::Relaxed);
         let list = std::mem::take(&mut *this.flush.borrow_mut(py)?);
         let mut it = list.into_iter();
         while let Some(io) = it.next() {
@@ -831,6 +839,7 @@ impl LoopCore {
             if e.is_instance_of::<pyo3::exceptions::PyKeyboardInterrupt>(py) || e.is_instance_of::<pyo3::exceptions::PySystemExit>(py) {
                 // Leaving run_forever: the others still flush at the next iteration.
                 this.flush.borrow_mut(py)?.extend(it);
+                this.flush_pending.store(true, Ordering::Relaxed);
                 return Err(e);
             }
             // What asyncio does with an exception from a writer callback.
@@ -937,6 +946,7 @@ impl LoopCore {
             slice: Arc::new(SliceClock::default()),
             iteration: AtomicU64::new(0),
             flush: GilCell::new(Vec::new()),
+            flush_pending: AtomicBool::new(false),
         })
     }
 
