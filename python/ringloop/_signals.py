@@ -13,6 +13,7 @@ import errno
 import signal
 import socket
 import sys
+import warnings
 from asyncio import coroutines
 from asyncio.log import logger
 
@@ -124,9 +125,9 @@ class SignalMixin:
     def _close_signals(self) -> None:
         for sig in list(self._signal_handlers):
             if sys.is_finalizing():
-                # Too late to restore handlers safely; say so, like asyncio.
-                import warnings
-
+                # Too late to restore handlers safely; say so, like asyncio. (warnings is
+                # imported at module level: an import here fails once the interpreter has
+                # torn down its import machinery.)
                 warnings.warn(
                     f"Closing the loop {self!r} on interpreter shutdown stage, "
                     f"skipping signal handlers removal",

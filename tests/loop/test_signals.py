@@ -215,3 +215,26 @@ def test_signal_handler_and_coroutine(sig_guard, loop):
         return await asyncio.wait_for(got, PROMPT)
 
     assert loop.run_until_complete(main()) == "usr2"
+
+
+def test_unclosed_loop_with_handlers_at_interpreter_exit(loop_kind):
+    """A loop left open with a signal handler, collected at interpreter shutdown, closes
+    without an 'Exception ignored' traceback (asyncio only warns, with a ResourceWarning)."""
+    import subprocess
+    import sys
+
+    make = (
+        "asyncio.new_event_loop()"
+        if loop_kind == "asyncio"
+        else f"ringloop.new_event_loop(backend={loop_kind.split('-')[1]!r})"
+    )
+    code = (
+        "import asyncio, signal, ringloop\n"
+        f"loop = {make}\n"
+        "loop.add_signal_handler(signal.SIGUSR1, print)\n"
+        "loop.run_until_complete(asyncio.sleep(0))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "Exception ignored" not in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
