@@ -11,8 +11,8 @@
 //!   not sixteen. Whatever the kernel does not take waits for writability (a writer callback
 //!   on the loop), and is sent from there.
 //! - **flow control**: above `high` the transport's `_maybe_pause_protocol` is called (it
-//!   re-checks and calls `pause_writing`); once a flush brings the buffer to `low` or below,
-//!   `_maybe_resume_protocol`.
+//!   re-checks, calls `pause_writing` and records the pause in `pause_signalled`); once a
+//!   flush brings the buffer to `low` or below, `_maybe_resume_protocol`.
 //! - `conn_lost`, `eof` (write_eof asked) and `sendfile_busy` mirror asyncio's `_conn_lost`,
 //!   `_eof` and `_empty_waiter is not None`: the write path checks them, so they live here.
 //! - `watch_drain`: the Python side wants `_on_drained()` when the buffer empties (close with
@@ -53,6 +53,18 @@ enum Sink {
     None,
     Data(Py<PyAny>),
     Buffered { get_buffer: Py<PyAny>, buffer_updated: Py<PyAny> },
+}
+
+impl Sink {
+    fn clone_ref(&self, py: Python<'_>) -> Sink {
+        match self {
+            Sink::None => Sink::None,
+            Sink::Data(cb) => Sink::Data(cb.clone_ref(py)),
+            Sink::Buffered { get_buffer, buffer_updated } => {
+                Sink::Buffered { get_buffer: get_buffer.clone_ref(py), buffer_updated: buffer_updated.clone_ref(py) }
+            }
+        }
+    }
 }
 
 struct St {
@@ -358,10 +370,10 @@ impl StreamIO {
             if queue {
                 st.queued = true;
             }
-            let pause = st.size > st.high;
-            if pause {
-                st.pause_signalled = true;
-            }
+            // asyncio calls _maybe_pause_protocol after every buffered write, a no-op once
+            // paused; the Python override records a pause in `pause_signalled`, so calls
+            // stop here until a flush resumes the protocol.
+            let pause = st.size > st.high && !st.pause_signalled;
             (queue, pause)
         };
         if wait_writable {
@@ -475,14 +487,20 @@ impl StreamIO {
             Err(e) if matches!(e.raw_os_error(), Some(libc::EAGAIN) | Some(libc::EINTR)) => return Ok(()),
             Err(e) => return self.fatal(py, os_error(e), "Fatal read error on socket transport"),
         };
-        if let Err(e) = cb.call1(py, (data,)) {
-            return self.fatal(py, e, "Fatal error: protocol.data_received() call failed.");
-        }
-        Ok(())
+        self.to_data_received(py, cb, data.bind(py))
     }
 
-    fn read_buffered(&self, py: Python<'_>, get_buffer: &Py<PyAny>, buffer_updated: &Py<PyAny>) -> PyResult<()> {
-        let buf = match get_buffer.call1(py, (-1,)).and_then(|b| {
+    fn to_data_received(&self, py: Python<'_>, cb: &Py<PyAny>, data: &Bound<'_, PyBytes>) -> PyResult<()> {
+        match cb.call1(py, (data,)) {
+            Ok(_) => Ok(()),
+            Err(e) => self.fatal(py, e, "Fatal error: protocol.data_received() call failed."),
+        }
+    }
+
+    /// The protocol's next buffer (asyncio's `get_buffer` checks), exported writable. `None`:
+    /// the failure was reported through `_fatal_error`.
+    fn protocol_buffer(&self, py: Python<'_>, get_buffer: &Py<PyAny>, sizehint: isize) -> PyResult<Option<View>> {
+        let buf = match get_buffer.call1(py, (sizehint,)).and_then(|b| {
             let b = b.into_bound(py);
             if b.len()? == 0 {
                 return Err(PyRuntimeError::new_err("get_buffer() returned an empty buffer"));
@@ -490,13 +508,17 @@ impl StreamIO {
             Ok(b)
         }) {
             Ok(b) => b,
-            Err(e) => return self.fatal(py, e, "Fatal error: protocol.get_buffer() call failed."),
+            Err(e) => return self.fatal(py, e, "Fatal error: protocol.get_buffer() call failed.").map(|_| None),
         };
+        match View::new(&buf, ffi::PyBUF_WRITABLE) {
+            Ok(v) => Ok(Some(v)),
+            Err(e) => self.fatal(py, e, "Fatal read error on socket transport").map(|_| None),
+        }
+    }
+
+    fn read_buffered(&self, py: Python<'_>, get_buffer: &Py<PyAny>, buffer_updated: &Py<PyAny>) -> PyResult<()> {
         let n = {
-            let view = match View::new(&buf, ffi::PyBUF_WRITABLE) {
-                Ok(v) => v,
-                Err(e) => return self.fatal(py, e, "Fatal read error on socket transport"),
-            };
+            let Some(view) = self.protocol_buffer(py, get_buffer, -1)? else { return Ok(()) };
             // SAFETY: the writable export guarantees `len` bytes at `ptr` while `view` lives.
             let n = unsafe { libc::recv(self.fd, view.ptr().cast(), view.len(), 0) };
             if n < 0 {
@@ -509,7 +531,6 @@ impl StreamIO {
             }
             n as usize
         };
-        drop(buf);
         if n == 0 {
             return self.on_eof(py);
         }
@@ -524,27 +545,13 @@ impl StreamIO {
     fn feed_buffered(&self, py: Python<'_>, data: &[u8], get_buffer: &Py<PyAny>, buffer_updated: &Py<PyAny>) -> PyResult<()> {
         let mut rest = data;
         while !rest.is_empty() {
-            let buf = match get_buffer.call1(py, (rest.len(),)).and_then(|b| {
-                let b = b.into_bound(py);
-                if b.len()? == 0 {
-                    return Err(PyRuntimeError::new_err("get_buffer() returned an empty buffer"));
-                }
-                Ok(b)
-            }) {
-                Ok(b) => b,
-                Err(e) => return self.fatal(py, e, "Fatal error: protocol.get_buffer() call failed."),
-            };
             let n = {
-                let view = match View::new(&buf, ffi::PyBUF_WRITABLE) {
-                    Ok(v) => v,
-                    Err(e) => return self.fatal(py, e, "Fatal read error on socket transport"),
-                };
+                let Some(view) = self.protocol_buffer(py, get_buffer, rest.len() as isize)? else { return Ok(()) };
                 let n = view.len().min(rest.len());
                 // SAFETY: the writable export holds at least `n` bytes at `ptr`; `rest` is ours.
                 unsafe { std::ptr::copy_nonoverlapping(rest.as_ptr(), view.ptr(), n) };
                 n
             };
-            drop(buf);
             rest = &rest[n..];
             if let Err(e) = buffer_updated.call1(py, (n,)) {
                 return self.fatal(py, e, "Fatal error: protocol.buffer_updated() call failed.");
@@ -619,24 +626,17 @@ impl StreamIO {
 
     /// The fd's reader callback: one read, handed to the protocol.
     fn _on_readable(&self, py: Python<'_>) -> PyResult<()> {
-        enum Which {
-            Data(Py<PyAny>),
-            Buffered(Py<PyAny>, Py<PyAny>),
-        }
-        let which = {
+        let sink = {
             let st = self.st.borrow(py)?;
             if st.conn_lost > 0 || st.detached {
                 return Ok(());
             }
-            match &st.sink {
-                Sink::None => return Ok(()),
-                Sink::Data(cb) => Which::Data(cb.clone_ref(py)),
-                Sink::Buffered { get_buffer, buffer_updated } => Which::Buffered(get_buffer.clone_ref(py), buffer_updated.clone_ref(py)),
-            }
+            st.sink.clone_ref(py)
         };
-        match which {
-            Which::Data(cb) => self.read_data(py, &cb),
-            Which::Buffered(g, u) => self.read_buffered(py, &g, &u),
+        match sink {
+            Sink::None => Ok(()),
+            Sink::Data(cb) => self.read_data(py, &cb),
+            Sink::Buffered { get_buffer, buffer_updated } => self.read_buffered(py, &get_buffer, &buffer_updated),
         }
     }
 
@@ -706,11 +706,7 @@ impl StreamIO {
             },
             _ => item,
         };
-        enum Which {
-            Data(Py<PyAny>),
-            Buffered(Py<PyAny>, Py<PyAny>),
-        }
-        let which = {
+        let sink = {
             let mut st = self.st.borrow_mut(py)?;
             if st.conn_lost > 0 || st.detached {
                 return Ok(());
@@ -719,19 +715,13 @@ impl StreamIO {
                 st.pending.push_back(item.unbind());
                 return Ok(());
             }
-            match &st.sink {
-                Sink::None => return Ok(()),
-                Sink::Data(cb) => Which::Data(cb.clone_ref(py)),
-                Sink::Buffered { get_buffer, buffer_updated } => Which::Buffered(get_buffer.clone_ref(py), buffer_updated.clone_ref(py)),
-            }
+            st.sink.clone_ref(py)
         };
         if let Ok(b) = item.cast::<PyBytes>() {
-            return match which {
-                Which::Data(cb) => match cb.call1(py, (b,)) {
-                    Ok(_) => Ok(()),
-                    Err(e) => self.fatal(py, e, "Fatal error: protocol.data_received() call failed."),
-                },
-                Which::Buffered(g, u) => self.feed_buffered(py, b.as_bytes(), &g, &u),
+            return match sink {
+                Sink::None => Ok(()),
+                Sink::Data(cb) => self.to_data_received(py, &cb, b),
+                Sink::Buffered { get_buffer, buffer_updated } => self.feed_buffered(py, b.as_bytes(), &get_buffer, &buffer_updated),
             };
         }
         let res: i32 = item.extract()?;
@@ -773,8 +763,9 @@ impl StreamIO {
         Ok(())
     }
 
-    /// `_maybe_pause_protocol` paused the protocol from the Python side (a lowered water
-    /// mark): the next flush that drains below `low` must resume it.
+    /// Set by the transport's `_maybe_pause_protocol` when it paused the protocol (after a
+    /// write, or a water mark lowered below the buffer): the next flush that drains to `low`
+    /// calls `_maybe_resume_protocol`.
     #[setter]
     fn set_pause_signalled(&self, py: Python<'_>, v: bool) -> PyResult<()> {
         self.st.borrow_mut(py)?.pause_signalled = v;
