@@ -66,15 +66,16 @@ enum OpKind {
 }
 
 /// A multishot operation (io_uring) and who gets its completions, by operation token.
-struct RecvStream {
+struct MultishotOp {
     kind: OpKind,
-    /// `StreamIO._on_recv`, called with each pending read (`n > 0`), `0` at EOF or `-errno`.
-    on_recv: Py<PyAny>,
-    /// The context the transport's reads run in (copied when reading started, as asyncio's
-    /// reader handle does).
+    /// Called with each completion's item (see `OpKind`): `StreamIO._on_recv`, or the
+    /// server's `_on_accepted`.
+    callback: Py<PyAny>,
+    /// The context the callbacks run in (copied when the operation started, as asyncio's
+    /// reader handle copies it).
     context: Py<PyAny>,
-    /// Stopped by the transport: completions still in flight are delivered (the transport
-    /// keeps them while paused), and the entry goes with the recv's last completion.
+    /// Stopped: completions still in flight are delivered (a paused transport keeps them),
+    /// and the entry goes with the operation's last completion.
     stopping: bool,
 }
 
@@ -82,24 +83,26 @@ struct RecvStream {
 /// asks for. Past this size a batch's data goes out in several `data_received` calls.
 const MAX_GATHER: usize = 256 * 1024;
 
-/// What one completion hands its callback: an object, or (while a batch is gathered) the
-/// provided buffers `(bid, len)` whose bytes become one `bytes`.
-enum Item {
-    Obj(Py<PyAny>),
-    Data(Vec<(u16, usize)>),
+/// One callback `dispatch_ops` queues for a completion.
+struct OpCall {
+    token: u64,
+    callback: Py<PyAny>,
+    /// What the callback receives (see `OpKind`).
+    item: Py<PyAny>,
+    context: Py<PyAny>,
+    /// Queue it behind this iteration's callbacks (an EOF or error right behind data).
+    later: bool,
+    /// A pending read still gathering buffers: its slot in `State::reads` and its size.
+    gathering: Option<(usize, usize)>,
 }
-
-/// One call for `dispatch_ops` to queue: (token, `_on_recv`, item, context, after this
-/// iteration).
-type RecvCall = (u64, Py<PyAny>, Item, Py<PyAny>, bool);
 
 #[derive(Default)]
 struct State {
     ready: VecDeque<AnyHandle>,
     timers: TimerHeap<Py<TimerHandle>>,
     fds: HashMap<RawFd, FdCallbacks>,
-    recvs: HashMap<u64, RecvStream>,
-    next_recv_gen: u32,
+    multishots: HashMap<u64, MultishotOp>,
+    next_op_gen: u32,
     /// Reads waiting in the ready queue, still in their provided buffers (see `take_read`).
     reads: Vec<Option<Vec<(u16, usize)>>>,
     free_reads: Vec<usize>,
@@ -417,8 +420,8 @@ impl LoopCore {
         let context = context_or_copy(py, None)?.expect("a copy is always made");
         let token = {
             let mut st = this.st.borrow_mut(py)?;
-            st.next_recv_gen = st.next_recv_gen.wrapping_add(1);
-            op_token(fd, st.next_recv_gen)
+            st.next_op_gen = st.next_op_gen.wrapping_add(1);
+            op_token(fd, st.next_op_gen)
         };
         let started = {
             let mut io = this.io.borrow_mut(py)?;
@@ -438,7 +441,7 @@ impl LoopCore {
             drop((callback, context));
             return Ok(None);
         }
-        this.st.borrow_mut(py)?.recvs.insert(token, RecvStream { kind, on_recv: callback, context, stopping: false });
+        this.st.borrow_mut(py)?.multishots.insert(token, MultishotOp { kind, callback, context, stopping: false });
         Ok(Some(token))
     }
 
@@ -497,7 +500,7 @@ impl LoopCore {
         let this = slf.get();
         {
             let mut st = this.st.borrow_mut(py)?;
-            match st.recvs.get_mut(&token) {
+            match st.multishots.get_mut(&token) {
                 Some(r) if !r.stopping => r.stopping = true,
                 _ => return Ok(()),
             }
@@ -509,10 +512,10 @@ impl LoopCore {
         Ok(())
     }
 
-    /// Turn this iteration's operation completions into callbacks: each read's bytes are
-    /// copied out of its provided buffer, which goes straight back to the kernel; a multishot
-    /// that ended for want of buffers (or any reason but EOF, an error or a cancel) is re-armed
-    /// here, so the user never sees ENOBUFS.
+    /// Turn this iteration's operation completions into callbacks. Reads stay in their
+    /// provided buffers until the callback runs (`take_read`); buffers nobody will read go
+    /// back to the kernel here. A multishot that ended for want of buffers (or any reason but
+    /// EOF, an error or a cancel) is re-armed here, so the user never sees ENOBUFS.
     ///
     /// Like asyncio's one `recv` per ready fd per iteration, a stream gets one read per batch:
     /// its data completions are gathered (up to `MAX_GATHER`) into one pending read, copied
@@ -525,8 +528,8 @@ impl LoopCore {
     fn dispatch_ops(slf: &Bound<'_, Self>) -> PyResult<Vec<Py<Handle>>> {
         let py = slf.py();
         let this = slf.get();
-        let mut calls: Vec<RecvCall> = Vec::new();
-        let mut gone: Vec<RecvStream> = Vec::new();
+        let mut calls: Vec<OpCall> = Vec::new();
+        let mut gone: Vec<MultishotOp> = Vec::new();
         {
             let mut io_ref = this.io.borrow_mut(py)?;
             let io = &mut *io_ref;
@@ -538,82 +541,79 @@ impl LoopCore {
                 return Ok(Vec::new());
             };
             let mut st = this.st.borrow_mut(py)?;
-            // Buffers of completions nobody reads (stale or cancelled streams).
+            let st = &mut *st;
+            // Buffers of completions nobody reads (stale or cancelled operations).
             let mut unread: Vec<u16> = Vec::new();
             for op in io.ops.drain(..) {
-                let earlier = calls.iter().rposition(|c| c.0 == op.token);
-                let Some(rs) = st.recvs.get(&op.token) else {
+                let earlier = calls.iter().rposition(|c| c.token == op.token);
+                let Some(rs) = st.multishots.get(&op.token) else {
                     unread.extend(op.bid);
                     continue;
                 };
-                if rs.kind == OpKind::Accept {
-                    if op.res != -libc::ECANCELED {
-                        let item = op.res.into_pyobject(py)?.into_any().unbind();
-                        calls.push((op.token, rs.on_recv.clone_ref(py), Item::Obj(item), rs.context.clone_ref(py), false));
-                    }
-                    if !op.more {
-                        if !rs.stopping && op.res >= 0 {
-                            let (fd, _) = op_token_parts(op.token);
-                            u.accept_multishot(fd, op.token).map_err(os_error)?;
-                        } else if let Some(rs) = st.recvs.remove(&op.token) {
-                            gone.push(rs);
+                let call = |item: Py<PyAny>, later: bool| OpCall {
+                    token: op.token,
+                    callback: rs.callback.clone_ref(py),
+                    item,
+                    context: rs.context.clone_ref(py),
+                    later,
+                    gathering: None,
+                };
+                let rearm = match (rs.kind, op.res, op.bid) {
+                    (OpKind::Accept, res, _) => {
+                        if res != -libc::ECANCELED {
+                            calls.push(call(res.into_pyobject(py)?.into_any().unbind(), false));
                         }
+                        res >= 0
                     }
-                    continue;
-                }
-                match (op.res, op.bid) {
-                    (n, Some(bid)) if n > 0 => {
-                        // Data: gathered per stream and copied once below, into one `bytes`
-                        // per stream per batch (what one large recv would have returned).
-                        let fits = |c: &RecvCall| match &c.2 {
-                            Item::Data(chunks) => chunks.iter().map(|c| c.1).sum::<usize>() + n as usize <= MAX_GATHER,
-                            Item::Obj(_) => false,
-                        };
-                        match earlier.filter(|&i| fits(&calls[i])) {
-                            Some(i) => {
-                                if let Item::Data(chunks) = &mut calls[i].2 {
-                                    chunks.push((bid, n as usize));
-                                }
+                    (OpKind::Recv, n, Some(bid)) if n > 0 => {
+                        // Data: gathered per stream into one pending read (what one large
+                        // recv would have returned), copied when its callback runs.
+                        let n = n as usize;
+                        let open = earlier.and_then(|i| calls[i].gathering.map(|g| (i, g))).filter(|(_, (_, size))| size + n <= MAX_GATHER);
+                        match open {
+                            Some((i, (slot, size))) => {
+                                st.reads[slot].as_mut().expect("gathering").push((bid, n));
+                                calls[i].gathering = Some((slot, size + n));
                             }
-                            None => calls.push((op.token, rs.on_recv.clone_ref(py), Item::Data(vec![(bid, n as usize)]), rs.context.clone_ref(py), false)),
+                            None => {
+                                let slot = match st.free_reads.pop() {
+                                    Some(i) => {
+                                        st.reads[i] = Some(vec![(bid, n)]);
+                                        i
+                                    }
+                                    None => {
+                                        st.reads.push(Some(vec![(bid, n)]));
+                                        st.reads.len() - 1
+                                    }
+                                };
+                                // Positive: a pending read (EOF is 0, errors are negative).
+                                let mut c = call((slot as i64 + 1).into_pyobject(py)?.into_any().unbind(), false);
+                                c.gathering = Some((slot, n));
+                                calls.push(c);
+                            }
                         }
+                        true
                     }
-                    (n, bid) => {
+                    (OpKind::Recv, n, bid) => {
                         unread.extend(bid);
                         if n == 0 || (n < 0 && n != -libc::ENOBUFS && n != -libc::ECANCELED) {
-                            let item = n.into_pyobject(py)?.into_any().unbind();
-                            let later = earlier.is_some();
-                            calls.push((op.token, rs.on_recv.clone_ref(py), Item::Obj(item), rs.context.clone_ref(py), later));
+                            calls.push(call(n.into_pyobject(py)?.into_any().unbind(), earlier.is_some()));
                         }
+                        n == -libc::ENOBUFS
                     }
-                }
+                };
                 if !op.more {
-                    let rearm = !rs.stopping && (op.res > 0 || op.res == -libc::ENOBUFS);
-                    if rearm {
+                    if rearm && !rs.stopping {
                         let (fd, _) = op_token_parts(op.token);
-                        u.recv_multishot(fd, op.token).map_err(os_error)?;
-                    } else if let Some(rs) = st.recvs.remove(&op.token) {
+                        match rs.kind {
+                            OpKind::Recv => u.recv_multishot(fd, op.token),
+                            OpKind::Accept => u.accept_multishot(fd, op.token),
+                        }
+                        .map_err(os_error)?;
+                    } else if let Some(rs) = st.multishots.remove(&op.token) {
                         gone.push(rs);
                     }
                 }
-            }
-            for call in calls.iter_mut() {
-                if !matches!(call.2, Item::Data(_)) {
-                    continue;
-                }
-                let Item::Data(chunks) = std::mem::replace(&mut call.2, Item::Obj(py.None())) else { unreachable!() };
-                let idx = match st.free_reads.pop() {
-                    Some(i) => {
-                        st.reads[i] = Some(chunks);
-                        i
-                    }
-                    None => {
-                        st.reads.push(Some(chunks));
-                        st.reads.len() - 1
-                    }
-                };
-                // Positive: a pending read (EOF is 0, errors are negative).
-                call.2 = Item::Obj((idx as i64 + 1).into_pyobject(py)?.into_any().unbind());
             }
             for bid in unread {
                 u.recycle(bid);
@@ -623,11 +623,10 @@ impl LoopCore {
         drop(gone);
         let mut now = Vec::with_capacity(calls.len());
         let mut later = Vec::new();
-        for (_, cb, item, ctx, is_later) in calls {
-            let Item::Obj(item) = item else { unreachable!("every Data item was built above") };
-            let core = HandleCore::new(cb, Args::One(item), Some(ctx), slf.clone().into_any().unbind(), None);
+        for c in calls {
+            let core = HandleCore::new(c.callback, Args::One(c.item), Some(c.context), slf.clone().into_any().unbind(), None);
             let h = Py::new(py, Handle { core })?;
-            if is_later {
+            if c.later {
                 later.push(h);
             } else {
                 now.push(h);
