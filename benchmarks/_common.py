@@ -19,6 +19,7 @@ loop that writes to stdout cannot corrupt the protocol (see ``claim_stdout``).
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import datetime
@@ -340,6 +341,29 @@ def machine_info() -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- README
+
+
+def markdown_table(header: list[str], rows: list[list[str]]) -> str:
+    """A GitHub Markdown table: the header, its separator, one line per row."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(cells) + " |" for cells in rows]
+    return "\n".join(lines)
+
+
+def add_output_args(parser: argparse.ArgumentParser) -> None:
+    """`--readme/--no-readme` and `--out`, the same for every suite."""
+    parser.add_argument(
+        "--readme",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="rewrite the README table (default: yes for full runs, no for --quick)",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="results directory (default: results/, or results/quick/ for --quick)",
+    )
 
 
 def update_readme_section(name: str, body: str, readme: Path = README) -> bool:

@@ -380,7 +380,7 @@ def markdown_table(result: dict[str, Any]) -> str:
     shown = list(loops)
     ours = [name for name in shown if loops[name]["kind"] == "ours"]
     header = ["primitive", *shown, "best peer"] + [f"{n} vs best peer" for n in ours]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    rows = []
     for prim in PRIMITIVES:
         base = _median(loops, "asyncio", prim)
         cells = [prim]
@@ -398,8 +398,8 @@ def markdown_table(result: dict[str, Any]) -> str:
         for name in ours:
             us = _median(loops, name, prim)
             cells.append(f"{best[0] / us:.2f}×" if (us and best) else "—")
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+        rows.append(cells)
+    return _common.markdown_table(header, rows)
 
 
 def _notes(result: dict[str, Any]) -> list[str]:
@@ -533,18 +533,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--cpu", type=int, default=_common.default_bench_cpu(), help="pin workers here"
     )
-    parser.add_argument(
-        "--readme",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="rewrite the README table (default: yes for full runs, no for --quick)",
-    )
-    parser.add_argument(
-        "--out",
-        type=Path,
-        default=None,
-        help="results directory (default: results/, or results/quick/ for --quick)",
-    )
+    _common.add_output_args(parser)
     args = parser.parse_args(argv)
     preset = QUICK if args.quick else FULL
     rounds = args.rounds or preset["rounds"]

@@ -907,7 +907,7 @@ def http_table(result: dict[str, Any]) -> str:
     for key in keys:
         label = SCENARIOS[key].label
         header += [f"{label} req/s", f"{label} CPU µs/req", f"{label} CPU vs rloop"]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    rows = []
     for name in loops:
         row = [name]
         for key in keys:
@@ -920,8 +920,8 @@ def http_table(result: dict[str, Any]) -> str:
                 ]
             else:
                 row += [_status_text(cell), "—", "—"]
-        lines.append("| " + " | ".join(row) + " |")
-    return "\n".join(lines)
+        rows.append(row)
+    return _common.markdown_table(header, rows)
 
 
 def echo_table(result: dict[str, Any]) -> str:
@@ -929,7 +929,7 @@ def echo_table(result: dict[str, Any]) -> str:
     loops = result["loops"]
     keys = [k for k in result["settings"]["scenarios"] if SCENARIOS[k].kind == "echo"]
     header = ["loop", *(SCENARIOS[k].label for k in keys)]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    rows = []
     for name in loops:
         row = [name]
         for key in keys:
@@ -940,8 +940,8 @@ def echo_table(result: dict[str, Any]) -> str:
                 row.append(f"{_fmt_rate(cell['rate'])} · {_fmt_us(cell['cpu_us'])} µs{tail}")
             else:
                 row.append(_status_text(cell))
-        lines.append("| " + " | ".join(row) + " |")
-    return "\n".join(lines)
+        rows.append(row)
+    return _common.markdown_table(header, rows)
 
 
 def target_line(result: dict[str, Any]) -> str | None:
@@ -1238,18 +1238,7 @@ def _parse_args(argv: list[str]) -> argparse.Namespace:
     )
     parser.add_argument("--server-cpu", type=int, default=SERVER_CPU, help="pin the server here")
     parser.add_argument("--client-cpu", type=int, default=CLIENT_CPU, help="pin the load here")
-    parser.add_argument(
-        "--readme",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="rewrite the README table (default: yes for full runs, no for --quick)",
-    )
-    parser.add_argument(
-        "--out",
-        type=Path,
-        default=None,
-        help="results directory (default: results/, or results/quick/ for --quick)",
-    )
+    _common.add_output_args(parser)
     return parser.parse_args(argv)
 
 
