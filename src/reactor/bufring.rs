@@ -76,10 +76,6 @@ impl BufRing {
         Ok(br)
     }
 
-    pub fn buf_size(&self) -> usize {
-        self.buf_size
-    }
-
     fn push(&mut self, bid: u16) {
         let idx = (self.tail & (self.entries - 1)) as usize;
         // SAFETY: idx < entries, inside the mapped ring; the kernel never reads entries past

@@ -58,7 +58,7 @@ const BUF_GROUP: u16 = 0;
 /// (stashed while paused, dropped once closed) and its socket is released soon after close.
 /// One extra SQE per 256 KiB received is the price. Kernels before the limit existed ignore
 /// the field; there the cancel alone applies.
-const RECV_ARM_LIMIT: u32 = 256 * 1024;
+pub(crate) const RECV_ARM_LIMIT: u32 = 256 * 1024;
 
 /// Set `sqe->optlen` (bytes 44..48 of the 64-byte SQE): for a multishot `IORING_OP_RECV` it is
 /// the total byte limit (`IORING_RECV_MSHOT_LIM`, Linux 6.16+). The io-uring crate has no

@@ -12,24 +12,18 @@
 //!   decide (a host name, a full kernel buffer, anything unusual), and the Python side then
 //!   calls it, so buffering, flow control and error reporting stay asyncio's.
 
-use std::cell::RefCell;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::os::fd::RawFd;
 
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyByteArray, PyBytes, PyMemoryView, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyString, PyTuple};
 use pyo3::{intern, PyTraverseError, PyVisit};
 
+use super::buffers::{is_bytes_like, with_scratch, View, MAX_READ};
 use crate::errors::os_error;
 use crate::loop_::gil_cell::GilCell;
 
-/// asyncio's `_SelectorDatagramTransport.max_size`.
-const MAX_DATAGRAM: usize = 256 * 1024;
-
-thread_local! {
-    static SCRATCH: RefCell<Vec<u8>> = RefCell::new(vec![0u8; MAX_DATAGRAM]);
-}
 
 struct St {
     transport: Option<Py<PyAny>>,
@@ -162,12 +156,11 @@ impl DatagramIO {
         }
         // SAFETY: sockaddr_storage is plain data; zeroed is valid.
         let mut sa: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-        let res = SCRATCH.with(|s| -> Result<Py<PyBytes>, std::io::Error> {
-            let mut s = s.borrow_mut();
+        let res = with_scratch(|s| -> Result<Py<PyBytes>, std::io::Error> {
             let mut len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
             // SAFETY: the scratch buffer and the address storage are ours and large enough.
             let n = unsafe {
-                libc::recvfrom(self.fd, s.as_mut_ptr().cast(), MAX_DATAGRAM, 0, &mut sa as *mut _ as *mut libc::sockaddr, &mut len)
+                libc::recvfrom(self.fd, s.as_mut_ptr().cast(), MAX_READ, 0, &mut sa as *mut _ as *mut libc::sockaddr, &mut len)
             };
             if n < 0 {
                 return Err(std::io::Error::last_os_error());
@@ -191,7 +184,7 @@ impl DatagramIO {
     /// OSError handed to `error_received`); `False`: asyncio's `sendto` must take it.
     #[pyo3(signature = (data, addr=None))]
     fn send_fast(&self, py: Python<'_>, data: &Bound<'_, PyAny>, addr: Option<&Bound<'_, PyAny>>) -> PyResult<bool> {
-        if !(data.is_instance_of::<PyBytes>() || data.is_instance_of::<PyByteArray>() || data.is_instance_of::<PyMemoryView>()) {
+        if !is_bytes_like(data) {
             return Ok(false);
         }
         let target = match addr {
@@ -201,31 +194,19 @@ impl DatagramIO {
                 None => return Ok(false),
             },
         };
-        // SAFETY: Py_buffer is plain data; PyObject_GetBuffer fills it or fails.
-        let mut view: ffi::Py_buffer = unsafe { std::mem::zeroed() };
-        // SAFETY: `data` is live; the export is released below on every path.
-        if unsafe { ffi::PyObject_GetBuffer(data.as_ptr(), &mut view, ffi::PyBUF_SIMPLE) } != 0 {
-            drop(PyErr::fetch(py));
-            return Ok(false);
-        }
-        let len = view.len as usize;
-        let n = if len == 0 {
-            0
-        } else {
-            let flags = libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL;
-            match &target {
-                // SAFETY: `view` exports `len` readable bytes while held.
-                None => unsafe { libc::send(self.fd, view.buf, len, flags) },
-                // SAFETY: as above; the sockaddr is ours with its true length.
-                Some((ss, sl)) => unsafe { libc::sendto(self.fd, view.buf, len, flags, ss as *const _ as *const libc::sockaddr, *sl) },
-            }
-        };
-        let err = (n < 0).then(std::io::Error::last_os_error);
-        // SAFETY: releases the export taken above, once.
-        unsafe { ffi::PyBuffer_Release(&mut view) };
-        if len == 0 {
+        let Ok(view) = View::new(data, ffi::PyBUF_SIMPLE) else { return Ok(false) };
+        if view.is_empty() {
             return Ok(false); // asyncio decides what an empty datagram means on this version
         }
+        let flags = libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL;
+        let n = match &target {
+            // SAFETY: `view` exports `len` readable bytes while held.
+            None => unsafe { libc::send(self.fd, view.ptr().cast(), view.len(), flags) },
+            // SAFETY: as above; the sockaddr is ours with its true length.
+            Some((ss, sl)) => unsafe { libc::sendto(self.fd, view.ptr().cast(), view.len(), flags, ss as *const _ as *const libc::sockaddr, *sl) },
+        };
+        let err = (n < 0).then(std::io::Error::last_os_error);
+        drop(view);
         match err {
             None => Ok(true),
             Some(e) if matches!(e.raw_os_error(), Some(libc::EAGAIN) | Some(libc::EINTR)) => Ok(false),

@@ -12,5 +12,6 @@
 //! subclassing asyncio's own selector transport, and is called back only on the rare edges
 //! (EOF, errors, crossing a water mark, the buffer draining while someone waits for it).
 
+pub mod buffers;
 pub mod datagram;
 pub mod stream;

@@ -19,10 +19,8 @@
 //!   data pending, write_eof, sendfile's empty waiter). Left unset on the hot path, so a
 //!   drained buffer costs no Python call.
 //!
-//! Reads copy into exact-size `bytes` from a per-thread scratch buffer of asyncio's `max_size`
-//! (256 KiB): one allocation of the right size per read, and no buffer lent to Python.
+//! Reads copy into exact-size `bytes` from the per-thread scratch buffer (`buffers`).
 
-use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::os::fd::RawFd;
 
@@ -30,23 +28,19 @@ use pyo3::exceptions::{PyKeyboardInterrupt, PyRuntimeError, PySystemExit, PyType
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyByteArray, PyBytes, PyMemoryView};
+use pyo3::types::PyBytes;
 use pyo3::{intern, PyTraverseError, PyVisit};
 
+use super::buffers::{is_bytes_like, with_scratch, View, MAX_READ};
 use crate::errors::os_error;
 use crate::loop_::core::LoopCore;
 use crate::loop_::gil_cell::GilCell;
 
-/// asyncio's `_SelectorTransport.max_size`: the most one `recv` asks for.
-const MAX_READ: usize = 256 * 1024;
 /// iovecs per `sendmsg`; well under IOV_MAX (1024), and more chunks than one flush ever needs.
 const MAX_IOV: usize = 64;
 /// asyncio's `constants.LOG_THRESHOLD_FOR_CONNLOST_WRITES`.
 const LOG_THRESHOLD_FOR_CONNLOST_WRITES: u32 = 5;
 
-thread_local! {
-    static SCRATCH: RefCell<Vec<u8>> = RefCell::new(vec![0u8; MAX_READ]);
-}
 
 /// How reads reach the protocol, picked by `set_protocol` as asyncio does.
 enum Sink {
@@ -117,51 +111,9 @@ fn buffered_protocol_type(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
     T.import(py, "asyncio", "BufferedProtocol")
 }
 
-/// A contiguous read-only view of a bytes-like object, released on drop.
-struct View {
-    buf: ffi::Py_buffer,
-}
-
-impl View {
-    fn new(obj: &Bound<'_, PyAny>, flags: i32) -> PyResult<View> {
-        // SAFETY: Py_buffer is plain data; PyObject_GetBuffer fills it or fails.
-        let mut buf: ffi::Py_buffer = unsafe { std::mem::zeroed() };
-        // SAFETY: `obj` is a live object and `buf` a writable Py_buffer; on success we own a
-        // buffer export released in Drop.
-        if unsafe { ffi::PyObject_GetBuffer(obj.as_ptr(), &mut buf, flags) } != 0 {
-            return Err(PyErr::fetch(obj.py()));
-        }
-        Ok(View { buf })
-    }
-
-    fn len(&self) -> usize {
-        self.buf.len as usize
-    }
-
-    fn ptr(&self) -> *mut u8 {
-        self.buf.buf.cast()
-    }
-
-    fn bytes(&self) -> &[u8] {
-        if self.len() == 0 {
-            return &[];
-        }
-        // SAFETY: the exporter guarantees `len` readable bytes at `buf` while the view is held.
-        unsafe { std::slice::from_raw_parts(self.ptr(), self.len()) }
-    }
-}
-
-impl Drop for View {
-    fn drop(&mut self) {
-        // SAFETY: releases the export taken in `new`, exactly once. Drop runs with the GIL held:
-        // views never outlive the method that made them.
-        unsafe { ffi::PyBuffer_Release(&mut self.buf) };
-    }
-}
-
 /// asyncio's type check of `write`'s argument, with its message.
 fn check_bytes_like(data: &Bound<'_, PyAny>) -> PyResult<()> {
-    if data.is_instance_of::<PyBytes>() || data.is_instance_of::<PyByteArray>() || data.is_instance_of::<PyMemoryView>() {
+    if is_bytes_like(data) {
         return Ok(());
     }
     let name = data.get_type().name()?;
@@ -469,8 +421,7 @@ impl StreamIO {
     }
 
     fn read_data(&self, py: Python<'_>, cb: &Py<PyAny>) -> PyResult<()> {
-        let res = SCRATCH.with(|s| -> Result<Option<Py<PyBytes>>, std::io::Error> {
-            let mut s = s.borrow_mut();
+        let res = with_scratch(|s| -> Result<Option<Py<PyBytes>>, std::io::Error> {
             // SAFETY: the scratch buffer is MAX_READ writable bytes owned by this thread.
             let n = unsafe { libc::recv(self.fd, s.as_mut_ptr().cast(), MAX_READ, 0) };
             if n < 0 {
