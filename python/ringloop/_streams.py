@@ -59,8 +59,9 @@ class StreamTransport(_Base):
         self._read_ready = io._on_readable
         self.write = io.write
         self.writelines = io.writelines
+        # asyncio's __init__ sets the water marks through _set_write_buffer_limits (below),
+        # which hands them to `io`.
         super().__init__(loop, sock, protocol, waiter, extra, server)
-        io.set_limits(self._high_water, self._low_water)
 
     # -- state the native write path owns ------------------------------------------------------
 
@@ -83,11 +84,9 @@ class StreamTransport(_Base):
     @_empty_waiter.setter
     def _empty_waiter(self, fut):
         self._empty_waiter_fut = fut
-        io = self.__dict__.get("_io")
-        if io is not None:
-            io.sendfile_busy = fut is not None
-            if fut is not None:
-                io.watch_drain = True
+        self._io.sendfile_busy = fut is not None
+        if fut is not None:
+            self._io.watch_drain = True
 
     def set_protocol(self, protocol):
         super().set_protocol(protocol)
@@ -98,9 +97,7 @@ class StreamTransport(_Base):
 
     def _set_write_buffer_limits(self, high=None, low=None):
         super()._set_write_buffer_limits(high, low)
-        io = self.__dict__.get("_io")
-        if io is not None:
-            io.set_limits(self._high_water, self._low_water)
+        self._io.set_limits(self._high_water, self._low_water)
 
     def _maybe_pause_protocol(self):
         super()._maybe_pause_protocol()

@@ -159,24 +159,13 @@ class Loop(
     _ensure_fd_no_transport = selector_events.BaseSelectorEventLoop._ensure_fd_no_transport
 
     # The public fd-watcher API refuses an fd a live transport owns, as asyncio's does (a
-    # reader callback on a transport's socket would steal its data). The transports register
-    # through the unchecked native `_add_reader` & co (`_pipes.PipesMixin`).
-
-    def add_reader(self, fd, callback, *args):
-        self._ensure_fd_no_transport(fd)
-        _core.LoopCore.add_reader(self, fd, callback, *args)
-
-    def remove_reader(self, fd):
-        self._ensure_fd_no_transport(fd)
-        return _core.LoopCore.remove_reader(self, fd)
-
-    def add_writer(self, fd, callback, *args):
-        self._ensure_fd_no_transport(fd)
-        _core.LoopCore.add_writer(self, fd, callback, *args)
-
-    def remove_writer(self, fd):
-        self._ensure_fd_no_transport(fd)
-        return _core.LoopCore.remove_writer(self, fd)
+    # reader callback on a transport's socket would steal its data): asyncio's methods, which
+    # check `_transports` and then call `_add_reader` & co, here the unchecked native watchers
+    # the transports register through (`_pipes.PipesMixin`).
+    add_reader = selector_events.BaseSelectorEventLoop.add_reader
+    remove_reader = selector_events.BaseSelectorEventLoop.remove_reader
+    add_writer = selector_events.BaseSelectorEventLoop.add_writer
+    remove_writer = selector_events.BaseSelectorEventLoop.remove_writer
 
 
 def _numeric(host) -> bool:
