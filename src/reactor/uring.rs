@@ -43,9 +43,13 @@ const RING_ENTRIES: u32 = 1024;
 /// 30-bit generation and the fd. Poll tokens have both bits clear.
 pub const OP_TAG: u64 = 1 << 62;
 const GEN_MASK: u32 = (1 << 30) - 1;
-/// Provided buffers for multishot recv: 512 x 32 KiB (pages become resident only when written).
-const BUF_ENTRIES: u16 = 512;
-const BUF_SIZE: usize = 32 * 1024;
+/// Provided buffers for multishot recv: 64 x 64 KiB (pages become resident only when written).
+/// The kernel takes buffers in ring order, so every buffer is cycled through: 4 MiB stays in
+/// cache where 512 x 32 KiB (16 MiB) did not, which made every copy in and out slower (100 KiB
+/// echo: 33 µs per message instead of 37-49). 64 KiB holds a loopback TCP segment whole. When
+/// all are in use the recv ends with ENOBUFS and is re-armed; users never see it.
+const BUF_ENTRIES: u16 = 64;
+const BUF_SIZE: usize = 64 * 1024;
 const BUF_GROUP: u16 = 0;
 
 /// Bytes one multishot recv may receive before it ends by itself (and the loop re-arms it).

@@ -7,7 +7,7 @@
 //! - **when bytes go out.** The first `write()` of a loop iteration on an idle transport sends
 //!   at once (asyncio's own behaviour, so a lone write is never delayed); later writes in the
 //!   same iteration are appended and the loop flushes them all with one `sendmsg` after the
-//!   iteration's callbacks ran. A pipelined client's sixteen responses thus cost two syscalls,
+//!   iteration's callbacks ran (unless large: see `COALESCE_BELOW`). A pipelined client's sixteen responses thus cost two syscalls,
 //!   not sixteen. Whatever the kernel does not take waits for writability (a writer callback
 //!   on the loop), and is sent from there.
 //! - **flow control**: above `high` the transport's `_maybe_pause_protocol` is called (it
@@ -33,8 +33,14 @@ use pyo3::{intern, PyTraverseError, PyVisit};
 
 use super::buffers::{is_bytes_like, with_scratch, View, MAX_READ};
 use crate::errors::os_error;
-use crate::loop_::core::LoopCore;
+use crate::loop_::core::{LoopCore, PendingRead};
 use crate::loop_::gil_cell::GilCell;
+
+/// Writes this large to an idle transport go out at once even after the iteration's first:
+/// coalescing saves a syscall that is small next to copying them, while holding them until
+/// the flush kept megabytes of `bytes` alive per iteration (64 connections x 64 KiB), which
+/// glibc trimmed and faulted back in every iteration.
+const COALESCE_BELOW: usize = 16 * 1024;
 
 /// iovecs per `sendmsg`; well under IOV_MAX (1024), and more chunks than one flush ever needs.
 const MAX_IOV: usize = 64;
@@ -389,7 +395,7 @@ impl StreamIO {
         let direct = {
             let mut st = this.st.borrow_mut(py)?;
             let idle = st.size == 0 && !st.armed && !st.queued;
-            let direct = idle && st.last_direct != iteration;
+            let direct = idle && (st.last_direct != iteration || payload.len() >= COALESCE_BELOW);
             if direct {
                 st.last_direct = iteration;
             }
@@ -493,24 +499,24 @@ impl StreamIO {
 
     /// A multishot recv's bytes, for a `BufferedProtocol`: copied into as many of its buffers
     /// as it takes.
-    fn feed_buffered(&self, py: Python<'_>, data: &[u8], get_buffer: &Py<PyAny>, buffer_updated: &Py<PyAny>) -> PyResult<()> {
-        let mut rest = data;
-        while !rest.is_empty() {
+    fn feed_buffered(&self, py: Python<'_>, mut src: Source<'_>, get_buffer: &Py<PyAny>, buffer_updated: &Py<PyAny>) -> PyResult<()> {
+        while src.len() > 0 {
             let n = {
-                let Some(view) = self.protocol_buffer(py, get_buffer, rest.len() as isize)? else { return Ok(()) };
-                let n = view.len().min(rest.len());
-                // SAFETY: the writable export holds at least `n` bytes at `ptr`; `rest` is ours.
-                unsafe { std::ptr::copy_nonoverlapping(rest.as_ptr(), view.ptr(), n) };
-                n
+                let Some(view) = self.protocol_buffer(py, get_buffer, src.len() as isize)? else { return Ok(()) };
+                // SAFETY: the writable export holds `len` bytes at `ptr` while `view` lives, and
+                // no Python code runs until it is dropped.
+                let dst = unsafe { std::slice::from_raw_parts_mut(view.ptr(), view.len()) };
+                src.copy_to(py, dst)?
             };
-            rest = &rest[n..];
+            if n == 0 {
+                break; // the loop closed under a pending read
+            }
             if let Err(e) = buffer_updated.call1(py, (n,)) {
                 return self.fatal(py, e, "Fatal error: protocol.buffer_updated() call failed.");
             }
             if !self.st.borrow(py)?.reading {
                 // The protocol paused reading (or closed) in buffer_updated: keep the rest.
-                if !rest.is_empty() {
-                    let left = PyBytes::new(py, rest).into_any().unbind();
+                if let Some(left) = src.into_rest(py)? {
                     self.st.borrow_mut(py)?.pending.push_front(left);
                 }
                 break;
@@ -650,29 +656,47 @@ impl StreamIO {
     /// the loop, see `LoopCore::take_read`), `0` at EOF, or `-errno`. Held reads (`bytes`, kept
     /// while paused) come back here on resume.
     fn _on_recv(&self, py: Python<'_>, item: Bound<'_, PyAny>) -> PyResult<()> {
-        let item = match item.extract::<i64>() {
+        let read = match item.extract::<i64>() {
             Ok(n) if n > 0 => match LoopCore::take_read(self.loop_.bind(py), n)? {
-                Some(b) => b.into_bound(py).into_any(),
+                Some(r) => Some(r),
                 None => return Ok(()),
             },
-            _ => item,
+            _ => None,
         };
-        let sink = {
-            let mut st = self.st.borrow_mut(py)?;
+        let (reading, sink) = {
+            let st = self.st.borrow(py)?;
             if st.conn_lost > 0 || st.detached {
                 return Ok(());
             }
-            if !st.reading {
-                st.pending.push_back(item.unbind());
-                return Ok(());
-            }
-            st.sink.clone_ref(py)
+            (st.reading, st.sink.clone_ref(py))
         };
+        if !reading {
+            let kept = match read {
+                Some(r) => match r.into_bytes(py)? {
+                    Some(b) => b.into_any().unbind(),
+                    None => return Ok(()),
+                },
+                None => item.unbind(),
+            };
+            self.st.borrow_mut(py)?.pending.push_back(kept);
+            return Ok(());
+        }
+        if let Some(r) = read {
+            return match sink {
+                Sink::None => Ok(()),
+                // Straight from the ring buffers into the protocol's buffer: no `bytes` between.
+                Sink::Buffered { get_buffer, buffer_updated } => self.feed_buffered(py, Source::Read(r), &get_buffer, &buffer_updated),
+                Sink::Data(cb) => match r.into_bytes(py)? {
+                    Some(b) => self.to_data_received(py, &cb, &b),
+                    None => Ok(()),
+                },
+            };
+        }
         if let Ok(b) = item.cast::<PyBytes>() {
             return match sink {
                 Sink::None => Ok(()),
                 Sink::Data(cb) => self.to_data_received(py, &cb, b),
-                Sink::Buffered { get_buffer, buffer_updated } => self.feed_buffered(py, b.as_bytes(), &get_buffer, &buffer_updated),
+                Sink::Buffered { get_buffer, buffer_updated } => self.feed_buffered(py, Source::Bytes(b.as_bytes()), &get_buffer, &buffer_updated),
             };
         }
         let res: i32 = item.extract()?;
@@ -828,5 +852,44 @@ impl StreamIO {
             (st.transport.take(), std::mem::replace(&mut st.sink, Sink::None), std::mem::take(&mut st.wbuf), std::mem::take(&mut st.pending))
         });
         drop(taken);
+    }
+}
+
+/// What `feed_buffered` copies into the protocol's buffers: bytes held back while reading was
+/// paused, or a read still in the loop's ring buffers.
+enum Source<'a> {
+    Bytes(&'a [u8]),
+    Read(PendingRead),
+}
+
+impl Source<'_> {
+    fn len(&self) -> usize {
+        match self {
+            Source::Bytes(b) => b.len(),
+            Source::Read(r) => r.len(),
+        }
+    }
+
+    fn copy_to(&mut self, py: Python<'_>, dst: &mut [u8]) -> PyResult<usize> {
+        match self {
+            Source::Bytes(b) => {
+                let n = dst.len().min(b.len());
+                dst[..n].copy_from_slice(&b[..n]);
+                *b = &b[n..];
+                Ok(n)
+            }
+            Source::Read(r) => r.copy_to(py, dst),
+        }
+    }
+
+    /// What is left, as `bytes` for the pending queue (`None`: nothing).
+    fn into_rest(self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
+        if self.len() == 0 {
+            return Ok(None);
+        }
+        Ok(match self {
+            Source::Bytes(b) => Some(PyBytes::new(py, b).into_any().unbind()),
+            Source::Read(r) => r.into_bytes(py)?.map(|b| b.into_any().unbind()),
+        })
     }
 }

@@ -572,6 +572,77 @@ def test_buffered_protocol_small_buffers(loop, family, slices):
     run(loop, main())
 
 
+class PausingBuffered(SmallBuffers):
+    """Hands out 4 KiB slices and pauses reading inside the ``buffer_updated`` that reaches
+    ``pause_at`` bytes: what the transport had already read must wait, in order, for
+    ``resume_reading``."""
+
+    def __init__(self, total: int, pause_at: int) -> None:
+        super().__init__(total, slices=False)
+        self.pause_at = pause_at
+        self.paused_at: int | None = None
+
+    def get_buffer(self, sizehint: int):
+        self.calls += 1
+        self.current = memoryview(self.big)[self.pos : self.pos + 4096]
+        return self.current
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self.events[-1] != "data":
+            self.events.append("data")
+        self.pos += nbytes
+        if self.paused_at is None and self.pos >= self.pause_at:
+            self.paused_at = self.pos
+            self.transport.pause_reading()
+
+
+def test_buffered_protocol_pause_inside_buffer_updated_keeps_the_rest(loop, family):
+    async def main():
+        payload = pattern(600_000, seed=3)
+        proto = PausingBuffered(len(payload), pause_at=50_000)
+        async with raw_peer(loop, family, proto) as (tr, proto, peer):
+            # More than the socket buffers hold while paused: the send finishes after resume.
+            sender = asyncio.ensure_future(loop.sock_sendall(peer, payload))
+            for _ in range(500):
+                if proto.paused_at is not None:
+                    break
+                await asyncio.sleep(0.01)
+            await settle(loop, rounds=10)
+            assert proto.paused_at is not None
+            assert proto.pos == proto.paused_at, "buffer_updated after pause_reading()"
+            tr.resume_reading()
+            await sender
+            peer.shutdown(socket.SHUT_WR)
+            assert await proto.lost is None
+            assert proto.data == payload
+            assert proto.events == ["made", "data", "eof", "lost"]
+
+    run(loop, main())
+
+
+@pytest.mark.parametrize("api", ["protocol", "buffered"])
+def test_a_large_send_arrives_whole_without_more_traffic(loop, family, api):
+    """Large reads may be held back an iteration while more of them arrives (io_uring); the
+    last piece must still come without the peer sending anything else or closing."""
+
+    async def main():
+        payload = pattern(1_000_000, seed=11)
+        proto = Recorder() if api == "protocol" else SmallBuffers(3 * len(payload), slices=False)
+        if api == "buffered":
+            proto.small = bytearray(256 * 1024)
+        async with raw_peer(loop, family, proto) as (tr, proto, peer):
+            for _ in range(3):
+                start = len(proto.data)
+                await loop.sock_sendall(peer, payload)
+                deadline = loop.time() + 10
+                while len(proto.data) < start + len(payload) and loop.time() < deadline:
+                    await asyncio.sleep(0.005)
+                assert proto.data[start:] == payload
+            tr.close()
+
+    run(loop, main())
+
+
 def test_buffered_protocol_eof_keep_open(loop, family):
     async def main():
         proto = SmallBuffers(100, slices=False, eof_keep_open=True)
