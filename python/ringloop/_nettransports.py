@@ -22,8 +22,9 @@ What the borrowed code reaches for on the loop, besides the public API:
 * `_selector`: read only by the transports' `__repr__`, which asks `get_key(fd).events` to
   print `read=polling`/`write=<idle, ...>`. ringloop has no selector; `_SelectorView` answers
   that one question from the native watcher table (`_fd_callbacks`), and is `None` on a closed
-  loop, as asyncio's selector is. (A stream transport reading with a multishot recv on
-  io_uring has no reader callback, so its repr says `read=idle`.)
+  loop, as asyncio's selector is. A stream transport reading with a multishot recv on io_uring
+  has no reader callback; its native `reading` flag answers for it, so its repr says
+  `read=polling` as on asyncio.
 """
 
 from __future__ import annotations
@@ -47,7 +48,9 @@ class _SelectorView:
     def get_key(self, fileobj) -> selectors.SelectorKey:
         fd = selectors._fileobj_to_fd(fileobj)
         reader, writer = self._loop._fd_callbacks(fd)
-        events = (selectors.EVENT_READ if reader is not None else 0) | (
+        io = getattr(self._loop._transports.get(fd), "_io", None)
+        reading = reader is not None or bool(getattr(io, "reading", False))
+        events = (selectors.EVENT_READ if reading else 0) | (
             selectors.EVENT_WRITE if writer is not None else 0
         )
         if not events:

@@ -456,6 +456,23 @@ def test_lowering_the_high_water_mark_pauses_at_once(loop, family):
 # -- get_extra_info ------------------------------------------------------------------------------
 
 
+def test_repr_shows_the_reading_state(loop, family):
+    async def main():
+        async with raw_peer(loop, family) as (tr, proto, peer):
+            await proto.made
+            assert "read=polling" in repr(tr)
+            assert "write=<idle, bufsize=0>" in repr(tr)
+            tr.pause_reading()
+            assert "read=idle" in repr(tr)
+            tr.resume_reading()
+            assert "read=polling" in repr(tr)
+            tr.close()
+            await proto.lost
+            assert "closed" in repr(tr)
+
+    run(loop, main())
+
+
 def test_get_extra_info(loop, family):
     async def main():
         async with raw_peer(loop, family) as (tr, proto, peer):
