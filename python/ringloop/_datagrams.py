@@ -4,8 +4,12 @@
 flow control, `close`/`abort`, `connection_lost` and error reporting are asyncio's code. The
 per-datagram work is `_core.DatagramIO` (Rust, `src/transport/datagram.rs`):
 
-* the socket's reader callback is `DatagramIO._on_readable`: `recvfrom` natively, the address
-  built as the socket module builds it, then `datagram_received(data, addr)`;
+* reading is `DatagramIO.start_reading`/`stop_reading`: on io_uring a multishot `recvmsg`
+  into the loop's datagram buffer ring (one completion per datagram, no syscall), on epoll a
+  native reader callback doing `recvfrom`; either way the address is built as the socket
+  module builds it, then `datagram_received(data, addr)`. asyncio starts reading through
+  `_add_reader(fd, _read_ready)` and stops it with `_remove_reader(fd)`; the overrides below
+  route exactly those calls to `DatagramIO`;
 * `sendto` first offers the datagram to `DatagramIO.send_fast`, which sends it at once when
   nothing is buffered and the address is numeric (or the socket connected); anything else —
   host names, a full kernel buffer, bad arguments — goes to asyncio's `sendto`, which raises,
@@ -29,11 +33,27 @@ class DatagramTransport(_Base):
     """A UDP transport with native reads and sends (see the module docs)."""
 
     def __init__(self, loop, sock, protocol, address=None, waiter=None, extra=None):
-        io = _core.DatagramIO(sock.fileno(), self)
-        self._io = io
-        # An instance attribute, so the reader registered in __init__ is the native method.
-        self._read_ready = io._on_readable
+        self._io = _core.DatagramIO(loop, sock.fileno(), self)
         super().__init__(loop, sock, protocol, address, waiter, extra)
+
+    def _add_reader(self, fd, callback, *args):
+        # asyncio's __init__ schedules _add_reader(fd, _read_ready): start native reading.
+        if fd == self._sock_fd and callback == self._read_ready and not args:
+            if not self._closing:
+                self._io.start_reading()
+            return
+        super()._add_reader(fd, callback, *args)
+
+    def close(self):
+        if self._closing:
+            return
+        self._io.stop_reading()
+        super().close()
+
+    def _force_close(self, exc):
+        if not self._closing:
+            self._io.stop_reading()
+        super()._force_close(exc)
 
     def set_protocol(self, protocol):
         super().set_protocol(protocol)
@@ -50,6 +70,8 @@ class DatagramTransport(_Base):
         super().sendto(data, addr)
 
     def _call_connection_lost(self, exc):
+        # Before the socket closes: an in-flight recvmsg holds the file.
+        self._io.stop_reading()
         try:
             super()._call_connection_lost(exc)
         finally:

@@ -63,6 +63,9 @@ enum OpKind {
     Recv,
     /// A server's accept: items are a new connection's fd or `-errno`.
     Accept,
+    /// A UDP transport's recvmsg: items are one datagram each (`n > 0`, see `take_datagram`)
+    /// or `-errno` (for `error_received`; reading goes on, as in asyncio).
+    RecvMsg,
 }
 
 /// A multishot operation (io_uring) and who gets its completions, by operation token.
@@ -180,6 +183,13 @@ impl PendingRead {
     }
 }
 
+impl PendingRead {
+    /// Its buffers were handed back by the caller: nothing left for `Drop` to do.
+    fn forget(mut self) {
+        self.next = self.chunks.len();
+    }
+}
+
 impl Drop for PendingRead {
     fn drop(&mut self) {
         if self.next == self.chunks.len() {
@@ -196,6 +206,21 @@ impl Drop for PendingRead {
                 }
             }
         });
+    }
+}
+
+/// A slot in `State::reads` for a new pending read (a free function, so `dispatch_ops` can
+/// call it while it holds a multishot entry of the same `State`).
+fn new_read(reads: &mut Vec<Option<Vec<(u16, usize)>>>, free: &mut Vec<usize>, chunks: Vec<(u16, usize)>) -> usize {
+    match free.pop() {
+        Some(i) => {
+            reads[i] = Some(chunks);
+            i
+        }
+        None => {
+            reads.push(Some(chunks));
+            reads.len() - 1
+        }
     }
 }
 
@@ -515,6 +540,35 @@ impl LoopCore {
         Self::op_start(slf, fd, OpKind::Recv, on_recv)
     }
 
+    /// The same for a UDP transport: a multishot recvmsg, one datagram per completion.
+    pub(crate) fn recvmsg_start(slf: &Bound<'_, Self>, fd: RawFd, on_datagram: Py<PyAny>) -> PyResult<Option<u64>> {
+        Self::op_start(slf, fd, OpKind::RecvMsg, on_datagram)
+    }
+
+    /// Datagram `n` (as the recvmsg callback received it): its payload as `bytes` and the
+    /// sender's address, and whether the kernel truncated it. Its buffer goes back at once.
+    /// `None`: already taken, or the loop closed.
+    pub(crate) fn take_datagram(slf: &Bound<'_, Self>, n: i64) -> PyResult<Option<(Py<PyBytes>, libc::sockaddr_storage, bool)>> {
+        let py = slf.py();
+        let this = slf.get();
+        let Some(read) = Self::take_read(slf, n)? else { return Ok(None) };
+        let mut io = this.io.borrow_mut(py)?;
+        let Some(u) = io.reactor.as_mut().and_then(|r| r.uring()) else { return Ok(None) };
+        let &[(bid, len)] = read.chunks.as_slice() else { unreachable!("a datagram is one buffer") };
+        let got = u.recvmsg_parts(bid, len).map(|(name, payload, truncated)| {
+            // SAFETY: sockaddr_storage is plain data; all-zero is valid (family AF_UNSPEC).
+            let mut sa: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+            let n = name.len().min(std::mem::size_of::<libc::sockaddr_storage>());
+            // SAFETY: both regions are at least `n` bytes and do not overlap.
+            unsafe { std::ptr::copy_nonoverlapping(name.as_ptr(), (&mut sa as *mut libc::sockaddr_storage).cast::<u8>(), n) };
+            (PyBytes::new(py, payload).unbind(), sa, truncated)
+        });
+        u.recycle(bid);
+        u.publish_buffers();
+        read.forget();
+        Ok(got)
+    }
+
     /// Arm a multishot operation of `kind` on `fd` whose completions go to `callback` (in a
     /// copy of the current context). `None` when this loop has no io_uring with provided
     /// buffers; multishot accept (5.19) predates multishot recv (6.0), so one probe answers
@@ -536,6 +590,7 @@ impl LoopCore {
                     match kind {
                         OpKind::Recv => u.recv_multishot(fd, token),
                         OpKind::Accept => u.accept_multishot(fd, token),
+                        OpKind::RecvMsg => u.recvmsg_multishot(fd, token),
                     }
                     .map_err(os_error)?;
                     true
@@ -640,6 +695,22 @@ impl LoopCore {
                         }
                         res >= 0
                     }
+                    (OpKind::RecvMsg, n, Some(bid)) if n > 0 => {
+                        // One datagram per completion: never gathered, each its own item.
+                        let slot = new_read(&mut st.reads, &mut st.free_reads, vec![(bid, n as usize)]);
+                        calls.push(call((slot as i64 + 1).into_pyobject(py)?.into_any().unbind(), false));
+                        true
+                    }
+                    (OpKind::RecvMsg, n, bid) => {
+                        unread.extend(bid);
+                        // An error goes to error_received and reading goes on (asyncio keeps its
+                        // reader); a multishot ended by an error is re-armed like one ended by
+                        // ENOBUFS. 0 means the socket was shut down: nothing more will come.
+                        if n < 0 && n != -libc::ENOBUFS && n != -libc::ECANCELED {
+                            calls.push(call(n.into_pyobject(py)?.into_any().unbind(), false));
+                        }
+                        n < 0 && n != -libc::ECANCELED
+                    }
                     (OpKind::Recv, n, Some(bid)) if n > 0 => {
                         // Data: gathered per stream into one pending read (what one large
                         // recv would have returned), copied when its callback runs.
@@ -651,16 +722,7 @@ impl LoopCore {
                                 calls[i].gathering = Some((slot, size + n));
                             }
                             None => {
-                                let slot = match st.free_reads.pop() {
-                                    Some(i) => {
-                                        st.reads[i] = Some(vec![(bid, n)]);
-                                        i
-                                    }
-                                    None => {
-                                        st.reads.push(Some(vec![(bid, n)]));
-                                        st.reads.len() - 1
-                                    }
-                                };
+                                let slot = new_read(&mut st.reads, &mut st.free_reads, vec![(bid, n)]);
                                 // Positive: a pending read (EOF is 0, errors are negative).
                                 let mut c = call((slot as i64 + 1).into_pyobject(py)?.into_any().unbind(), false);
                                 c.gathering = Some((slot, n));
@@ -683,6 +745,7 @@ impl LoopCore {
                         match rs.kind {
                             OpKind::Recv => u.recv_multishot(fd, op.token),
                             OpKind::Accept => u.accept_multishot(fd, op.token),
+                            OpKind::RecvMsg => u.recvmsg_multishot(fd, op.token),
                         }
                         .map_err(os_error)?;
                     } else if let Some(rs) = st.multishots.remove(&op.token) {

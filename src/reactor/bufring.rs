@@ -30,6 +30,7 @@ pub struct BufRing {
     buf_size: usize,
     tail: u16,
     pub bgid: u16,
+    bid_base: u16,
 }
 
 // SAFETY: the two pointers are owned mappings with no thread affinity; the loop that owns the
@@ -50,9 +51,10 @@ fn map(len: usize) -> io::Result<*mut u8> {
 
 impl BufRing {
     /// Map `entries` (a power of two) buffers of `buf_size` bytes, register them as group
-    /// `bgid` and hand them all to the kernel.
-    pub fn new(ring: &IoUring, entries: u16, buf_size: usize, bgid: u16) -> io::Result<BufRing> {
-        assert!(entries.is_power_of_two());
+    /// `bgid` and hand them all to the kernel. Their ids are `bid_base..bid_base + entries`,
+    /// so the id in a completion tells which ring's buffer it is.
+    pub fn new(ring: &IoUring, entries: u16, buf_size: usize, bgid: u16, bid_base: u16) -> io::Result<BufRing> {
+        assert!(entries.is_power_of_two() && bid_base.checked_add(entries).is_some());
         let ring_bytes = entries as usize * std::mem::size_of::<BufRingEntry>();
         let bufs_bytes = entries as usize * buf_size;
         let ring_mem = map(ring_bytes)?;
@@ -64,27 +66,28 @@ impl BufRing {
                 return Err(e);
             }
         };
-        let mut br = BufRing { ring: ring_mem.cast(), ring_bytes, bufs, bufs_bytes, entries, buf_size, tail: 0, bgid };
+        let mut br = BufRing { ring: ring_mem.cast(), ring_bytes, bufs, bufs_bytes, entries, buf_size, tail: 0, bgid, bid_base };
         // SAFETY: the ring memory is page-aligned (mmap), `entries` long, and stays mapped until
         // Drop, which runs only after the IoUring that registered it is gone or it is
         // unregistered (see `UringReactor`'s field order).
         unsafe { ring.submitter().register_buf_ring_with_flags(br.ring as u64, entries, bgid, 0)? };
-        for bid in 0..entries {
-            br.push(bid);
+        for i in 0..entries {
+            br.push(i);
         }
         br.publish();
         Ok(br)
     }
 
-    fn push(&mut self, bid: u16) {
+    /// Queue buffer `i` (an index, not a bid).
+    fn push(&mut self, i: u16) {
         let idx = (self.tail & (self.entries - 1)) as usize;
         // SAFETY: idx < entries, inside the mapped ring; the kernel never reads entries past
         // the published tail, so writing this one races with nothing.
         let e = unsafe { &mut *self.ring.add(idx) };
-        // SAFETY: bid < entries, so the buffer lies inside the mapping.
-        e.set_addr(unsafe { self.bufs.add(bid as usize * self.buf_size) } as u64);
+        // SAFETY: i < entries, so the buffer lies inside the mapping.
+        e.set_addr(unsafe { self.bufs.add(i as usize * self.buf_size) } as u64);
         e.set_len(self.buf_size as u32);
-        e.set_bid(bid);
+        e.set_bid(self.bid_base + i);
         self.tail = self.tail.wrapping_add(1);
     }
 
@@ -98,15 +101,27 @@ impl BufRing {
 
     /// The `len` bytes the kernel wrote into buffer `bid`.
     pub fn data(&self, bid: u16, len: usize) -> &[u8] {
-        assert!(bid < self.entries && len <= self.buf_size);
+        let i = self.index(bid);
+        assert!(len <= self.buf_size);
         // SAFETY: in bounds (checked); the kernel finished writing before posting the CQE that
         // named this buffer, and it will not write again until we recycle it.
-        unsafe { std::slice::from_raw_parts(self.bufs.add(bid as usize * self.buf_size), len) }
+        unsafe { std::slice::from_raw_parts(self.bufs.add(i as usize * self.buf_size), len) }
     }
 
     /// Give buffer `bid` back to the kernel (visible after the next `publish`).
     pub fn recycle(&mut self, bid: u16) {
-        self.push(bid);
+        let i = self.index(bid);
+        self.push(i);
+    }
+
+    /// Whether `bid` names one of this ring's buffers.
+    pub fn owns(&self, bid: u16) -> bool {
+        bid.wrapping_sub(self.bid_base) < self.entries
+    }
+
+    fn index(&self, bid: u16) -> u16 {
+        assert!(self.owns(bid), "buffer {bid} is not in this ring");
+        bid - self.bid_base
     }
 }
 

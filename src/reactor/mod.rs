@@ -362,6 +362,118 @@ mod tests {
         sys::syscall!(close(b)).unwrap();
     }
 
+    fn udp_pair() -> (std::net::UdpSocket, std::net::UdpSocket) {
+        let a = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let b = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        a.set_nonblocking(true).unwrap();
+        b.set_nonblocking(true).unwrap();
+        b.connect(a.local_addr().unwrap()).unwrap();
+        (a, b)
+    }
+
+    /// One datagram per completion, with the sender's address, in order.
+    #[test]
+    fn uring_multishot_recvmsg_delivers_datagrams_with_their_sender() {
+        use std::os::fd::AsRawFd as _;
+        if !io_uring_available().0 {
+            return;
+        }
+        let (Reactor::Uring(mut r), _) = Reactor::new(Choice::IoUring).unwrap() else { unreachable!() };
+        if !r.recv_multishot_available() {
+            return;
+        }
+        let (a, b) = udp_pair();
+        let token = uring::op_token(a.as_raw_fd(), 3);
+        r.recvmsg_multishot(a.as_raw_fd(), token).unwrap();
+        for i in 0..50u8 {
+            b.send(&vec![i; 100 + i as usize]).unwrap();
+        }
+        let mut got = Vec::new();
+        for _ in 0..100 {
+            let mut ops = Vec::new();
+            r.poll(Some(Duration::from_millis(20)), &mut Vec::new(), &mut ops).unwrap();
+            for op in &ops {
+                assert!(op.more && op.token == token, "{op:?}");
+                let bid = op.bid.expect("a buffer");
+                let (name, payload, trunc) = r.recvmsg_parts(bid, op.res as usize).expect("parses");
+                assert!(!trunc);
+                // SAFETY: the name is a sockaddr_in the kernel wrote, at least 16 bytes.
+                let sin: libc::sockaddr_in = unsafe { std::ptr::read_unaligned(name.as_ptr().cast()) };
+                assert_eq!(u16::from_be(sin.sin_port), b.local_addr().unwrap().port());
+                got.push(payload.to_vec());
+                r.recycle(bid);
+            }
+            r.publish_buffers();
+            if got.len() == 50 {
+                break;
+            }
+        }
+        let want: Vec<Vec<u8>> = (0..50u8).map(|i| vec![i; 100 + i as usize]).collect();
+        assert_eq!(got, want);
+    }
+
+    /// A multishot recvmsg on a flooded UDP socket can still be cancelled: its last completion
+    /// (without MORE) arrives, so the file it holds is let go.
+    #[test]
+    fn uring_multishot_recvmsg_cancels_under_a_flood() {
+        use std::os::fd::AsRawFd as _;
+        if !io_uring_available().0 {
+            return;
+        }
+        let (Reactor::Uring(mut r), _) = Reactor::new(Choice::IoUring).unwrap() else { unreachable!() };
+        if !r.recv_multishot_available() {
+            return;
+        }
+        let (a, b) = udp_pair();
+        let token = uring::op_token(a.as_raw_fd(), 5);
+        r.recvmsg_multishot(a.as_raw_fd(), token).unwrap();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flood = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let d = [7u8; 1200];
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let _ = b.send(&d);
+                }
+            })
+        };
+        let (mut ended, mut cancelled, mut rearmed, mut datagrams, mut datagrams_at_cancel) = (false, false, 0, 0, 0);
+        for round in 0..4000 {
+            // Cancel once the flood is in full swing (every poll returns datagrams).
+            if !cancelled && (datagrams >= 20_000 || round == 3000) {
+                r.cancel_op(token).unwrap();
+                cancelled = true;
+                datagrams_at_cancel = datagrams;
+            }
+            let mut ops = Vec::new();
+            r.poll(Some(Duration::from_millis(5)), &mut Vec::new(), &mut ops).unwrap();
+            for op in &ops {
+                if let Some(bid) = op.bid {
+                    r.recycle(bid);
+                    datagrams += 1;
+                }
+                if op.token == token && !op.more {
+                    if cancelled {
+                        ended = true;
+                    } else {
+                        // Out of buffers (each datagram takes one): re-armed, as the loop does.
+                        assert_eq!(op.res, -libc::ENOBUFS, "{op:?}");
+                        r.recvmsg_multishot(a.as_raw_fd(), token).unwrap();
+                        rearmed += 1;
+                    }
+                }
+            }
+            r.publish_buffers();
+            if ended {
+                break;
+            }
+        }
+        eprintln!("datagrams {datagrams}, re-armed {rearmed}, cancelled after {datagrams_at_cancel}");
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        flood.join().unwrap();
+        assert!(ended, "the cancelled multishot recvmsg never ended under a flood");
+    }
+
     fn uname_at_least(major: u32, minor: u32) -> bool {
         // SAFETY: utsname is plain data and uname fills it.
         let mut u: libc::utsname = unsafe { std::mem::zeroed() };

@@ -51,6 +51,16 @@ const GEN_MASK: u32 = (1 << 30) - 1;
 const BUF_ENTRIES: u16 = 64;
 const BUF_SIZE: usize = 64 * 1024;
 const BUF_GROUP: u16 = 0;
+/// Datagram buffers: the kernel puts one datagram in each, behind a 16-byte header and the
+/// address (see `recvmsg_parts`), so a buffer holds the largest UDP payload (65,507 bytes)
+/// whole; ids from 0x8000 tell them from stream buffers. Pages are touched only as far as
+/// each datagram reaches.
+const DGRAM_BUF_ENTRIES: u16 = 256;
+const DGRAM_BUF_SIZE: usize = 68 * 1024;
+const DGRAM_BUF_GROUP: u16 = 1;
+const DGRAM_BID_BASE: u16 = 0x8000;
+/// Address room in each recvmsg buffer: a `sockaddr_in6`, the largest a UDP socket reports.
+const RECVMSG_NAMELEN: u32 = std::mem::size_of::<libc::sockaddr_in6>() as u32;
 
 /// Bytes one multishot recv may receive before it ends by itself (and the loop re-arms it).
 ///
@@ -125,13 +135,28 @@ pub struct UringReactor {
     /// Made on the first multishot recv; `Err` remembers why it could not be (then stream
     /// transports read on readiness instead).
     bufs: Option<Result<BufRing, String>>,
+    /// Made on the first multishot recvmsg (UDP): one datagram per buffer, so its own ring
+    /// of buffers that fit the largest datagram (see `DGRAM_BUF_SIZE`).
+    dgram_bufs: Option<Result<BufRing, String>>,
     fds: HashMap<RawFd, FdState>,
     to_arm: Vec<RawFd>,
     next_gen: u32,
     waker: Arc<Waker>,
     waker_armed: bool,
     fork_gen: u64,
+    /// The header every multishot recvmsg points at: the kernel reads only its name and
+    /// control lengths (room for any IPv4/IPv6 address, no control data).
+    recvmsg_hdr: RecvMsgHdr,
 }
+
+/// A `msghdr` whose pointers are all null: only its two lengths mean anything.
+struct RecvMsgHdr(Box<libc::msghdr>);
+
+// SAFETY: the header's pointer fields are null and never dereferenced by us; the kernel only
+// reads `msg_namelen`/`msg_controllen` from it, on the loop's thread, at submission.
+unsafe impl Send for RecvMsgHdr {}
+// SAFETY: as above; nothing writes it after construction.
+unsafe impl Sync for RecvMsgHdr {}
 
 fn build_ring() -> io::Result<IoUring> {
     let mut b = IoUring::builder();
@@ -176,12 +201,19 @@ impl UringReactor {
         let mut r = UringReactor {
             ring,
             bufs: None,
+            dgram_bufs: None,
             fds: HashMap::new(),
             to_arm: Vec::new(),
             next_gen: 0,
             waker,
             waker_armed: false,
             fork_gen: fork_generation(),
+            recvmsg_hdr: RecvMsgHdr(Box::new({
+                // SAFETY: msghdr is plain data; all-zero is a valid (empty) header.
+                let mut h: libc::msghdr = unsafe { std::mem::zeroed() };
+                h.msg_namelen = RECVMSG_NAMELEN;
+                h
+            })),
         };
         r.arm_waker()?;
         // One round-trip proves the ring really processes requests (seccomp may allow setup
@@ -311,7 +343,7 @@ impl UringReactor {
             let mut probe = Probe::new();
             let ok = self.ring.submitter().register_probe(&mut probe).is_ok() && probe.is_supported(opcode::RecvMulti::CODE);
             self.bufs = Some(if ok {
-                BufRing::new(&self.ring, BUF_ENTRIES, BUF_SIZE, BUF_GROUP).map_err(|e| e.to_string())
+                BufRing::new(&self.ring, BUF_ENTRIES, BUF_SIZE, BUF_GROUP, 0).map_err(|e| e.to_string())
             } else {
                 Err("IORING_OP_RECV unsupported".into())
             });
@@ -328,6 +360,42 @@ impl UringReactor {
         }
         let sqe = with_recv_total_limit(opcode::RecvMulti::new(types::Fd(fd), BUF_GROUP).build().user_data(token), RECV_ARM_LIMIT);
         self.push(sqe)
+    }
+
+    /// Arm a multishot recvmsg on the datagram socket `fd`: each completion is one datagram in
+    /// a provided buffer, laid out as `io_uring_recvmsg_out`, the sender's address, then the
+    /// payload (see `recvmsg_parts`).
+    pub fn recvmsg_multishot(&mut self, fd: RawFd, token: u64) -> io::Result<()> {
+        self.check_fork()?;
+        if !self.recv_multishot_available() {
+            return Err(io::Error::new(io::ErrorKind::Unsupported, "multishot recv unavailable"));
+        }
+        if self.dgram_bufs.is_none() {
+            self.dgram_bufs = Some(BufRing::new(&self.ring, DGRAM_BUF_ENTRIES, DGRAM_BUF_SIZE, DGRAM_BUF_GROUP, DGRAM_BID_BASE).map_err(|e| e.to_string()));
+        }
+        if let Some(Err(e)) = &self.dgram_bufs {
+            return Err(io::Error::other(format!("datagram buffer ring: {e}")));
+        }
+        let hdr: *const libc::msghdr = &*self.recvmsg_hdr.0;
+        let sqe = opcode::RecvMsgMulti::new(types::Fd(fd), hdr, DGRAM_BUF_GROUP).build().user_data(token);
+        self.push(sqe)
+    }
+
+    /// A multishot recvmsg completion's parts: the sender's address bytes (as much as the
+    /// kernel gave, at most `RECVMSG_NAMELEN`), the payload, and whether the datagram was
+    /// larger than the buffer (MSG_TRUNC). `None` if the buffer does not parse.
+    pub fn recvmsg_parts(&self, bid: u16, len: usize) -> Option<(&[u8], &[u8], bool)> {
+        // The kernel's `struct io_uring_recvmsg_out` (four u32: namelen, controllen,
+        // payloadlen, flags), then `msg_namelen` bytes of name, then the payload.
+        const HDR: usize = 16;
+        let buf = self.buffer(bid, len);
+        let field = |i: usize| buf.get(i * 4..i * 4 + 4).map(|b| u32::from_ne_bytes(b.try_into().expect("4 bytes")));
+        let (namelen, payloadlen, flags) = (field(0)?, field(2)?, field(3)?);
+        let room = RECVMSG_NAMELEN as usize;
+        let name = buf.get(HDR..HDR + (namelen as usize).min(room))?;
+        let payload = buf.get(HDR + room..)?;
+        let payload = &payload[..(payloadlen as usize).min(payload.len())];
+        Some((name, payload, flags & libc::MSG_TRUNC as u32 != 0))
     }
 
     /// Arm a multishot accept on the listening socket `fd`: each completion is a new
@@ -349,22 +417,30 @@ impl UringReactor {
 
     /// The bytes a completion left in provided buffer `bid`.
     pub fn buffer(&self, bid: u16, len: usize) -> &[u8] {
-        match &self.bufs {
-            Some(Ok(b)) => b.data(bid, len),
-            _ => &[],
+        match self.ring_of(bid) {
+            Some(b) => b.data(bid, len),
+            None => &[],
         }
     }
 
     /// Hand buffers back to the kernel; `publish` makes them visible.
     pub fn recycle(&mut self, bid: u16) {
-        if let Some(Ok(b)) = &mut self.bufs {
+        let ring = if bid >= DGRAM_BID_BASE { &mut self.dgram_bufs } else { &mut self.bufs };
+        if let Some(Ok(b)) = ring {
             b.recycle(bid);
         }
     }
 
     pub fn publish_buffers(&mut self) {
-        if let Some(Ok(b)) = &mut self.bufs {
+        for b in [&mut self.bufs, &mut self.dgram_bufs].into_iter().flatten().flatten() {
             b.publish();
+        }
+    }
+
+    fn ring_of(&self, bid: u16) -> Option<&BufRing> {
+        match if bid >= DGRAM_BID_BASE { &self.dgram_bufs } else { &self.bufs } {
+            Some(Ok(b)) => Some(b),
+            _ => None,
         }
     }
 

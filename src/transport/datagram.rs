@@ -3,8 +3,13 @@
 //! Like `stream::StreamIO`, it takes the per-datagram work and leaves the lifecycle to
 //! asyncio's own transport class (`ringloop._datagrams` subclasses
 //! `_SelectorDatagramTransport`):
-//! - `_on_readable` is the socket's reader callback: one `recvfrom` into a per-thread scratch
-//!   buffer, the address built as Python's socket module builds it (`(host, port)`, or
+//! - **reads on io_uring**: one multishot `recvmsg` per transport into the loop's datagram
+//!   buffer ring; each completion is one datagram and its sender, delivered by `_on_datagram`
+//!   (no syscall per datagram). An error ends the multishot: it goes to `error_received` and
+//!   the loop re-arms, so reading goes on as asyncio's reader does.
+//! - **reads on epoll**: `_on_readable` is the socket's reader callback, one `recvfrom` into a
+//!   per-thread scratch buffer.
+//! - Either way the address is built as Python's socket module builds it (`(host, port)`, or
 //!   `(host, port, flowinfo, scope_id)` for IPv6), then `protocol.datagram_received(data,
 //!   addr)`; an `OSError` goes to `protocol.error_received`, as in asyncio.
 //! - `send_fast` is `sendto`'s common case — nothing buffered, a numeric address or a
@@ -22,6 +27,7 @@ use pyo3::{intern, PyTraverseError, PyVisit};
 
 use super::buffers::{is_bytes_like, with_scratch, View, MAX_READ};
 use crate::errors::os_error;
+use crate::loop_::core::LoopCore;
 use crate::loop_::gil_cell::GilCell;
 
 
@@ -29,11 +35,15 @@ struct St {
     transport: Option<Py<PyAny>>,
     datagram_received: Option<Py<PyAny>>,
     error_received: Option<Py<PyAny>>,
+    reading: bool,
+    /// The multishot recvmsg reading for us (io_uring); `None` while reading on readiness.
+    recv_token: Option<u64>,
 }
 
 #[pyclass(module = "ringloop._core", frozen, weakref)]
 pub struct DatagramIO {
     fd: RawFd,
+    loop_: Py<LoopCore>,
     st: GilCell<St>,
 }
 
@@ -132,8 +142,92 @@ impl DatagramIO {
 #[pymethods]
 impl DatagramIO {
     #[new]
-    fn py_new(fd: RawFd, transport: Py<PyAny>) -> Self {
-        DatagramIO { fd, st: GilCell::new(St { transport: Some(transport), datagram_received: None, error_received: None }) }
+    fn py_new(loop_: &Bound<'_, PyAny>, fd: RawFd, transport: Py<PyAny>) -> PyResult<Self> {
+        let loop_ = loop_.cast::<LoopCore>()?.clone().unbind();
+        let st = St { transport: Some(transport), datagram_received: None, error_received: None, reading: false, recv_token: None };
+        Ok(DatagramIO { fd, loop_, st: GilCell::new(st) })
+    }
+
+    /// Start delivering datagrams: a multishot recvmsg on io_uring, else a reader callback.
+    fn start_reading(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let py = slf.py();
+        let this = slf.get();
+        {
+            let mut st = this.st.borrow_mut(py)?;
+            if st.reading || st.transport.is_none() {
+                return Ok(());
+            }
+            st.reading = true;
+        }
+        let on_datagram = slf.getattr(intern!(py, "_on_datagram"))?.unbind();
+        match LoopCore::recvmsg_start(this.loop_.bind(py), this.fd, on_datagram)? {
+            Some(token) => this.st.borrow_mut(py)?.recv_token = Some(token),
+            None => {
+                let cb = slf.getattr(intern!(py, "_on_readable"))?;
+                LoopCore::set_fd_callback_raw(this.loop_.bind(py), this.fd, &cb, false)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Stop reading. A multishot recvmsg is cancelled before this returns (it holds a
+    /// reference to the socket's file, so the socket may be closed right after).
+    fn stop_reading(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let py = slf.py();
+        let this = slf.get();
+        let token = {
+            let mut st = this.st.borrow_mut(py)?;
+            if !st.reading {
+                return Ok(());
+            }
+            st.reading = false;
+            st.recv_token.take()
+        };
+        match token {
+            Some(t) => LoopCore::recv_stop(this.loop_.bind(py), t),
+            None => LoopCore::remove_fd_callback_raw(this.loop_.bind(py), this.fd, false).map(|_| ()),
+        }
+    }
+
+    #[getter]
+    fn reading(&self, py: Python<'_>) -> PyResult<bool> {
+        Ok(self.st.borrow(py)?.reading)
+    }
+
+    /// One completion of the multishot recvmsg: a datagram (`n > 0`, taken from the loop's
+    /// ring, see `LoopCore::take_datagram`) or `-errno`.
+    fn _on_datagram(&self, py: Python<'_>, item: i64) -> PyResult<()> {
+        // Taken first, whatever happens next: its buffer must go back to the ring.
+        let datagram = if item > 0 {
+            match LoopCore::take_datagram(self.loop_.bind(py), item)? {
+                Some(d) => Some(d),
+                None => return Ok(()),
+            }
+        } else {
+            None
+        };
+        let Some((transport, received, error)) = self.callbacks(py)? else { return Ok(()) };
+        let lost: u64 = transport.getattr(py, intern!(py, "_conn_lost"))?.extract(py)?;
+        if lost > 0 || !self.st.borrow(py)?.reading {
+            return Ok(());
+        }
+        match datagram {
+            Some((data, sa, false)) => {
+                let addr = address(py, &sa)?;
+                received.call1(py, (data, addr))?;
+            }
+            Some((_, _, true)) => {
+                // Cannot happen with IPv4/IPv6 payloads (a buffer holds 65,507 bytes); never
+                // deliver a cut datagram as if whole.
+                let e = std::io::Error::from_raw_os_error(libc::EMSGSIZE);
+                error.call1(py, (os_error(e).into_value(py),))?;
+            }
+            None => {
+                let e = std::io::Error::from_raw_os_error(-item as i32);
+                error.call1(py, (os_error(e).into_value(py),))?;
+            }
+        }
+        Ok(())
     }
 
     fn set_protocol(&self, py: Python<'_>, protocol: &Bound<'_, PyAny>) -> PyResult<()> {
@@ -231,6 +325,7 @@ impl DatagramIO {
     }
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.loop_)?;
         let Some(st) = self.st.try_borrow_unattached() else { return Ok(()) };
         visit.call(&st.transport)?;
         visit.call(&st.datagram_received)?;

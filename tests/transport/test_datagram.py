@@ -327,3 +327,102 @@ def test_native_datagram_transport_is_used(loop, loop_kind):
         await closed(tr, proto)
 
     run(loop, main())
+
+
+def test_native_reading_mechanism(loop, loop_kind):
+    """On io_uring a multishot recvmsg reads (no reader callback on the fd); on epoll a
+    native reader callback does. Closing stops either."""
+
+    async def main():
+        tr, proto = await endpoint(loop, local_addr=(HOST, 0))
+        await settle(loop)
+        fd = tr.get_extra_info("socket").fileno()
+        if loop_kind == "asyncio":
+            assert loop._selector.get_key(fd) is not None
+        else:
+            reader, _ = loop._fd_callbacks(fd)
+            assert tr._io.reading
+            assert (reader is None) == (loop_kind == "ringloop-io_uring"), reader
+        assert "read=polling" in repr(tr)
+        await closed(tr, proto)
+        if loop_kind != "asyncio":
+            assert not tr._io.reading
+
+    run(loop, main())
+
+
+def test_a_burst_beyond_the_read_buffers_arrives_whole_and_in_order(loop):
+    """More datagrams at once than io_uring's datagram buffer ring holds (256): the read is
+    re-armed as buffers come back, and nothing is lost or reordered."""
+
+    async def main():
+        rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        rx.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+        rx.bind((HOST, 0))
+        tr, proto = await endpoint(loop, sock=rx)
+        await settle(loop)
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as tx:
+            tx.bind((HOST, 0))
+            for burst in range(3):
+                for i in range(600):
+                    tx.sendto(b"%d:%d:" % (burst, i) + b"x" * (i % 50), rx.getsockname())
+                for i in range(600):
+                    data, addr = await asyncio.wait_for(proto.got.get(), 10)
+                    assert data == b"%d:%d:" % (burst, i) + b"x" * (i % 50)
+                    assert addr == tx.getsockname()
+        await closed(tr, proto)
+
+    run(loop, main())
+
+
+def test_the_largest_ipv4_datagram_arrives_whole(loop):
+    async def main():
+        tr, proto = await endpoint(loop, local_addr=(HOST, 0))
+        await settle(loop)
+        payload = bytes(range(256)) * 255 + bytes(range(227))  # 65,507 bytes
+        assert len(payload) == 65_507
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as tx:
+            tx.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 20)
+            tx.sendto(payload, tr.get_extra_info("sockname"))
+            tx.sendto(b"", tr.get_extra_info("sockname"))
+            data, _ = await asyncio.wait_for(proto.got.get(), 10)
+            assert data == payload
+            data, _ = await asyncio.wait_for(proto.got.get(), 10)
+            assert data == b""
+        await closed(tr, proto)
+
+    run(loop, main())
+
+
+def test_close_under_a_flood_frees_the_port_at_once(loop):
+    """A closed endpoint's socket is really closed while a peer keeps flooding it: an
+    in-flight read must not keep the file (and so the port) alive."""
+    import threading
+
+    async def main():
+        tr, proto = await endpoint(loop, local_addr=(HOST, 0))
+        addr = tr.get_extra_info("sockname")
+        stop = threading.Event()
+
+        def flood():
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as tx:
+                while not stop.is_set():
+                    try:
+                        tx.sendto(b"f" * 512, addr)
+                    except OSError:
+                        pass
+
+        t = threading.Thread(target=flood, daemon=True)
+        t.start()
+        try:
+            for _ in range(50):
+                await proto.got.get()
+            tr.close()
+            assert await proto.lost is None
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as again:
+                again.bind(addr)  # EADDRINUSE if the old socket were still alive
+        finally:
+            stop.set()
+            t.join()
+
+    run(loop, main())
