@@ -1,12 +1,13 @@
 /*
  * Echo load generator for benchmarks/transports.py.
  *
- *   echo_client PORT CONNS SIZE WARMUP_MS DURATION_MS SERVER_PID
+ *   echo_client PORT CONNS SIZE WARMUP_MS DURATION_MS SERVER_PID [udp]
  *
  * Opens CONNS connections to 127.0.0.1:PORT. Each connection sends a SIZE-byte message,
  * reads back exactly SIZE bytes (checking they are the bytes it sent), and starts again,
  * for WARMUP_MS and then DURATION_MS milliseconds. One epoll thread drives every
- * connection.
+ * connection. With "udp", the connections are connected UDP sockets and each message is
+ * one datagram (a lost one leaves its socket idle, which the report counts).
  *
  * Written in C rather than Python because the generator must not be the bottleneck: a
  * Python client needs about as much CPU per message as the Python server it measures, so
@@ -94,10 +95,11 @@ static int pump_out(int ep, struct conn *c, const char *msg, size_t size) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 7) {
-        printf("{\"error\": \"usage: echo_client PORT CONNS SIZE WARMUP_MS DURATION_MS PID\"}\n");
+    if (argc != 7 && !(argc == 8 && strcmp(argv[7], "udp") == 0)) {
+        printf("{\"error\": \"usage: echo_client PORT CONNS SIZE WARMUP_MS DURATION_MS PID [udp]\"}\n");
         return 2;
     }
+    int udp = argc == 8;
     int port = atoi(argv[1]), nconns = atoi(argv[2]);
     size_t size = (size_t)atol(argv[3]);
     double warmup = atof(argv[4]) / 1000, duration = atof(argv[5]) / 1000;
@@ -117,13 +119,13 @@ int main(int argc, char **argv) {
     struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
     inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
     for (int i = 0; i < nconns; i++) {
-        int fd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+        int fd = socket(AF_INET, udp ? SOCK_DGRAM : SOCK_STREAM, 0), one = 1;
         if (connect(fd, (struct sockaddr *)&addr, sizeof addr) < 0) {
             printf("{\"error\": \"connect #%d: %s\"}\n", i, strerror(errno));
             return 1;
         }
         /* Our side must not add Nagle delays to the server's figures. */
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        if (!udp) setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
         conns[i].fd = fd;
         conns[i].want_out = 1;

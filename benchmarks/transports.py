@@ -1,4 +1,4 @@
-"""Transports suite: TCP echo and HTTP throughput per loop, with the server's CPU per operation.
+"""Transports suite: TCP and UDP echo and HTTP throughput per loop, with the server's CPU per operation.
 
 Every loop in ``_common.LOOPS`` serves the same load, one server process at a time:
 
@@ -8,6 +8,8 @@ Every loop in ``_common.LOOPS`` serves the same load, one server process at a ti
               (asyncio.BufferedProtocol, ``get_buffer``/``buffer_updated`` -> write a copy of the
               bytes) — loaded by ``echo_client.c``: 64 connections, each sending a 1, 10 or
               100 KiB message, reading exactly that many bytes back (checked), and repeating.
+              ``udp`` is the same over UDP (``create_datagram_endpoint``, each 1 KiB message one
+              datagram, 64 connected client sockets).
   http        a protocol-level HTTP responder: every request (ended by ``\\r\\n\\r\\n``; several
               pipelined ones may arrive in one ``data_received``) gets one canned keep-alive
               ``HTTP/1.1 200 OK`` with Content-Length. Loaded by ``wrk -t1 -c64``, once with one
@@ -89,7 +91,7 @@ class Scenario:
 
     key: str
     kind: str  # "echo" or "http"
-    api: str  # the server the worker runs: "protocol", "streams", "buffered" or "http"
+    api: str  # the server the worker runs: "protocol", "streams", "buffered", "udp" or "http"
     label: str
     size: int = 0  # echo message size in bytes
     depth: int = 1  # HTTP requests per write
@@ -100,6 +102,7 @@ def _echo_scenarios() -> list[Scenario]:
     for api in ("protocol", "streams", "buffered"):
         for kib in (1, 10, 100):
             out.append(Scenario(f"echo-{api}-{kib}k", "echo", api, f"{api} {kib} KiB", kib * 1024))
+    out.append(Scenario("echo-udp-1k", "echo", "udp", "UDP 1 KiB", 1024))
     return out
 
 
@@ -182,6 +185,20 @@ class EchoBufferedProtocol(asyncio.BufferedProtocol):
         self.transport.write(bytes(self.buf[:nbytes]))
 
 
+class UdpEchoProtocol(asyncio.DatagramProtocol):
+    """Echo each datagram back to its sender."""
+
+    def __init__(self, state: ServerState):
+        self.state = state
+
+    def connection_made(self, transport: Any) -> None:
+        self.transport = transport
+        self.state.connection_made(transport)
+
+    def datagram_received(self, data: bytes, addr: Any) -> None:
+        self.transport.sendto(data, addr)
+
+
 class HttpProtocol(asyncio.Protocol):
     """The smallest honest HTTP/1.1 keep-alive responder: count requests, answer each."""
 
@@ -247,6 +264,8 @@ def _stop_on_stdin_eof(loop: asyncio.AbstractEventLoop, stop: asyncio.Future[Non
 
 async def _serve(api: str, state: ServerState, ready: dict[str, Any]) -> None:
     loop = asyncio.get_running_loop()
+    if api == "udp":
+        return await _serve_udp(state, ready)
     sock = _listening_socket()
     # Read before create_server: rloop takes the fd over and closes our socket object.
     port = sock.getsockname()[1]
@@ -262,11 +281,27 @@ async def _serve(api: str, state: ServerState, ready: dict[str, Any]) -> None:
     server.close()
 
 
+async def _serve_udp(state: ServerState, ready: dict[str, Any]) -> None:
+    loop = asyncio.get_running_loop()
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.setblocking(False)
+    port = sock.getsockname()[1]
+    transport, _ = await loop.create_datagram_endpoint(lambda: UdpEchoProtocol(state), sock=sock)
+    stop: asyncio.Future[None] = loop.create_future()
+    _stop_on_stdin_eof(loop, stop)
+    _common.emit(state.out, {**ready, "port": port})
+    await stop
+    transport.close()
+
+
 def server_worker(argv: list[str]) -> int:
     """Serve one API on one loop until stdin closes; JSON lines on the protocol stream."""
     parser = argparse.ArgumentParser(prog="transports.py --server")
     parser.add_argument("--server", required=True, choices=sorted(_common.LOOPS))
-    parser.add_argument("--api", required=True, choices=["protocol", "streams", "buffered", "http"])
+    parser.add_argument(
+        "--api", required=True, choices=["protocol", "streams", "buffered", "udp", "http"]
+    )
     parser.add_argument("--cpu", type=int, default=None)
     args = parser.parse_args(argv)
     out = _common.claim_stdout()
@@ -566,6 +601,7 @@ def run_echo(server: ServerProcess, port: int, client: str, sc: Scenario, st: Se
             str(int(st.warmup * 1000)),
             str(int(st.duration * 1000)),
             str(server.pid),
+            *(["udp"] if sc.api == "udp" else []),
         ],
         st.client_cpu,
     )
