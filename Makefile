@@ -11,7 +11,7 @@ RUST_SRC := $(shell find src -name '*.rs') Cargo.toml pyproject.toml
 export PYTHONDONTWRITEBYTECODE := 1
 
 .DEFAULT_GOAL := help
-.PHONY: help demo test test-rust test-py bench lint build clean
+.PHONY: help demo test test-rust test-py test-bound bench lint build clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -33,13 +33,16 @@ demo: $(BUILT) ## build, then show ringloop against its peers (loop primitives, 
 	$(PY) benchmarks/run.py transports --quick
 	@if [ -f examples/blocking_demo.py ]; then $(PY) examples/blocking_demo.py; fi
 
-test: test-rust test-py ## build and run every test (cargo test + pytest on both backends)
+test: test-rust test-py test-bound ## build and run every test (cargo test + pytest on both backends)
 
 test-rust: ## unit tests of the sans-I/O Rust modules and reactors
 	cargo test --release --lib -q
 
 test-py: $(BUILT) ## pytest: behaviour, conformance (CPython's test_asyncio) and watch tests
 	RINGLOOP_REQUIRE=1 $(PY) -m pytest -q -p no:cacheprovider
+
+test-bound: $(BUILT) ## the io_uring loop, transport and conformance tests again on thread-bound loops
+	RINGLOOP_REQUIRE=1 RINGLOOP_THREAD_BOUND=1 $(PY) -m pytest -q -p no:cacheprovider -k io_uring tests/loop tests/transport tests/conformance
 
 bench: $(BUILT) ## every benchmark, peers side by side; results in benchmarks/results
 	$(PY) benchmarks/run.py

@@ -63,7 +63,9 @@ class TimerHandle:
 
 @disjoint_base
 class LoopCore:
-    def __new__(cls, *args: Any, backend: str | None = None, **kwargs: Any) -> LoopCore: ...
+    def __new__(
+        cls, *args: Any, backend: str | None = None, thread_bound: bool = False, **kwargs: Any
+    ) -> LoopCore: ...
     @property
     def backend(self) -> str: ...
     @property

@@ -52,9 +52,15 @@ class Loop(
 
     `Loop(backend=None)` picks `RINGLOOP_BACKEND` or probes io_uring and falls back to epoll;
     `loop.backend` says which one runs and `loop.backend_fallback_reason` why, if it fell back.
+
+    `Loop(thread_bound=True)` promises that the loop only ever runs on one thread (the first
+    that runs it; it may be made, changed and closed from others). On io_uring (kernel 6.1+)
+    that allows a single-issuer ring whose completion work runs in batches, measurably
+    cheaper per request; running it on a second thread then raises `RuntimeError`.
+    `ringloop.run()` makes its loop thread-bound. The default, like asyncio, runs anywhere.
     """
 
-    def __init__(self, *, backend: str | None = None) -> None:
+    def __init__(self, *, backend: str | None = None, thread_bound: bool = False) -> None:
         base_events.BaseEventLoop.__init__(self)
         # The native core owns the queues; see the module docstring.
         del self._ready
@@ -193,6 +199,7 @@ def _numeric_port(port) -> bool:
     return isinstance(port, str) and port.isdigit()
 
 
-def new_event_loop(*, backend: str | None = None) -> Loop:
-    """A new `Loop` (what `asyncio.Runner(loop_factory=...)` wants)."""
-    return Loop(backend=backend)
+def new_event_loop(*, backend: str | None = None, thread_bound: bool = False) -> Loop:
+    """A new `Loop` (what `asyncio.Runner(loop_factory=...)` wants; see `Loop` for the
+    arguments)."""
+    return Loop(backend=backend, thread_bound=thread_bound)

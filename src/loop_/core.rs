@@ -1067,10 +1067,11 @@ impl LoopCore {
 #[pymethods]
 impl LoopCore {
     #[new]
-    #[pyo3(signature = (*_args, backend = None, **_kwargs))]
+    #[pyo3(signature = (*_args, backend = None, thread_bound = false, **_kwargs))]
     fn py_new(
         _args: &Bound<'_, PyTuple>,
         backend: Option<&str>,
+        thread_bound: bool,
         _kwargs: Option<&Bound<'_, pyo3::types::PyDict>>,
     ) -> PyResult<Self> {
         let env = std::env::var("RINGLOOP_BACKEND").ok();
@@ -1081,7 +1082,10 @@ impl LoopCore {
                  (from backend= or RINGLOOP_BACKEND)"
             ))
         })?;
-        let (reactor, fallback_reason) = Reactor::new(choice).map_err(os_error)?;
+        // RINGLOOP_THREAD_BOUND=1 makes every loop thread-bound (a deployment whose loops each
+        // stay on one thread, e.g. through asyncio.run and ringloop.install()).
+        let thread_bound = thread_bound || std::env::var("RINGLOOP_THREAD_BOUND").is_ok_and(|v| v == "1");
+        let (reactor, fallback_reason) = Reactor::new(choice, thread_bound).map_err(os_error)?;
         Ok(LoopCore {
             st: GilCell::new(State::default()),
             waker: reactor.waker().clone(),

@@ -66,12 +66,14 @@ impl Reactor {
     /// ENOSYS, `kernel.io_uring_disabled`'s EPERM, memlock's ENOMEM, a missing opcode or
     /// feature) falls back to epoll; the reason is returned so `loop.backend_fallback_reason`
     /// can tell it. A forced `IoUring` reports the refusal as an error instead.
-    pub fn new(choice: Choice) -> io::Result<(Reactor, Option<String>)> {
+    /// `thread_bound`: the loop is run on one thread only, so io_uring may use a
+    /// single-issuer ring (see `uring`'s module docs); epoll ignores it.
+    pub fn new(choice: Choice, thread_bound: bool) -> io::Result<(Reactor, Option<String>)> {
         let waker = Arc::new(Waker::new()?);
         match choice {
             Choice::Epoll => Ok((Reactor::Epoll(epoll::EpollReactor::new(waker)?), None)),
-            Choice::IoUring => Ok((Reactor::Uring(uring::UringReactor::new(waker)?), None)),
-            Choice::Auto => match uring::UringReactor::new(waker.clone()) {
+            Choice::IoUring => Ok((Reactor::Uring(uring::UringReactor::new(waker, thread_bound)?), None)),
+            Choice::Auto => match uring::UringReactor::new(waker.clone(), thread_bound) {
                 Ok(r) => Ok((Reactor::Uring(r), None)),
                 Err(e) => Ok((
                     Reactor::Epoll(epoll::EpollReactor::new(waker)?),
@@ -132,7 +134,7 @@ impl Reactor {
 
 /// Probe io_uring without building a loop: `(true, "")` or `(false, why)`.
 pub fn io_uring_available() -> (bool, String) {
-    match Waker::new().and_then(|w| uring::UringReactor::new(Arc::new(w))) {
+    match Waker::new().and_then(|w| uring::UringReactor::new(Arc::new(w), false)) {
         Ok(_) => (true, String::new()),
         Err(e) => (false, e.to_string()),
     }
@@ -180,7 +182,7 @@ mod tests {
     }
 
     fn level_triggered(choice: Choice) {
-        let (mut r, _) = Reactor::new(choice).unwrap();
+        let (mut r, _) = Reactor::new(choice, false).unwrap();
         let (rd, wr) = pipe();
         r.set_interest(rd, true, false).unwrap();
         let mut ev = Vec::new();
@@ -216,7 +218,7 @@ mod tests {
     }
 
     fn wakes_from_another_thread(choice: Choice) {
-        let (mut r, _) = Reactor::new(choice).unwrap();
+        let (mut r, _) = Reactor::new(choice, false).unwrap();
         let w = r.waker().clone();
         let t = std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(30));
@@ -235,7 +237,7 @@ mod tests {
     }
 
     fn bad_fds(choice: Choice) {
-        let (mut r, _) = Reactor::new(choice).unwrap();
+        let (mut r, _) = Reactor::new(choice, false).unwrap();
         let e = r.set_interest(987_654, true, false).unwrap_err();
         assert_eq!(e.raw_os_error(), Some(libc::EBADF));
         let f = std::fs::File::open("/proc/self/status").unwrap();
@@ -250,7 +252,7 @@ mod tests {
     fn forget_then_close_releases_the_file(choice: Choice) {
         use std::net::{TcpListener, TcpStream};
         use std::os::fd::IntoRawFd;
-        let (mut r, _) = Reactor::new(choice).unwrap();
+        let (mut r, _) = Reactor::new(choice, false).unwrap();
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = l.local_addr().unwrap();
         let fd = l.into_raw_fd();
@@ -297,7 +299,7 @@ mod tests {
         if !io_uring_available().0 {
             return;
         }
-        let (Reactor::Uring(mut r), _) = Reactor::new(Choice::IoUring).unwrap() else { unreachable!() };
+        let (Reactor::Uring(mut r), _) = Reactor::new(Choice::IoUring, false).unwrap() else { unreachable!() };
         if !r.recv_multishot_available() {
             return; // kernel < 6.0: the loop reads on readiness instead
         }
@@ -328,7 +330,7 @@ mod tests {
         if !io_uring_available().0 {
             return;
         }
-        let (Reactor::Uring(mut r), _) = Reactor::new(Choice::IoUring).unwrap() else { unreachable!() };
+        let (Reactor::Uring(mut r), _) = Reactor::new(Choice::IoUring, false).unwrap() else { unreachable!() };
         if !r.recv_multishot_available() {
             return;
         }
@@ -378,7 +380,7 @@ mod tests {
         if !io_uring_available().0 {
             return;
         }
-        let (Reactor::Uring(mut r), _) = Reactor::new(Choice::IoUring).unwrap() else { unreachable!() };
+        let (Reactor::Uring(mut r), _) = Reactor::new(Choice::IoUring, false).unwrap() else { unreachable!() };
         if !r.recv_multishot_available() {
             return;
         }
@@ -420,7 +422,7 @@ mod tests {
         if !io_uring_available().0 {
             return;
         }
-        let (Reactor::Uring(mut r), _) = Reactor::new(Choice::IoUring).unwrap() else { unreachable!() };
+        let (Reactor::Uring(mut r), _) = Reactor::new(Choice::IoUring, false).unwrap() else { unreachable!() };
         if !r.recv_multishot_available() {
             return;
         }
