@@ -57,7 +57,7 @@ struct FdCallbacks {
 
 /// What a multishot operation is for.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum OpKind {
+pub(crate) enum OpKind {
     /// A stream transport's recv: items are a pending read (`n > 0`, see `take_read`), `0`
     /// (EOF) or `-errno`.
     Recv,
@@ -71,8 +71,8 @@ enum OpKind {
 /// A multishot operation (io_uring) and who gets its completions, by operation token.
 struct MultishotOp {
     kind: OpKind,
-    /// Called with each completion's item (see `OpKind`): `StreamIO._on_recv`, or the
-    /// server's `_on_accepted`.
+    /// Called with each completion's item (see `OpKind`): `StreamIO._on_recv`,
+    /// `DatagramIO._on_datagram`, or the server's `_on_accepted`.
     callback: Py<PyAny>,
     /// The context the callbacks run in (copied when the operation started, as asyncio's
     /// reader handle copies it).
@@ -180,13 +180,6 @@ impl PendingRead {
         let dst = unsafe { std::slice::from_raw_parts_mut(pyo3::ffi::PyBytes_AsString(raw) as *mut u8, total) };
         // Short only when the loop closed; the half-written object is never shown.
         Ok((self.copy_to(py, dst)? == total).then_some(bytes))
-    }
-}
-
-impl PendingRead {
-    /// Its buffers were handed back by the caller: nothing left for `Drop` to do.
-    fn forget(mut self) {
-        self.next = self.chunks.len();
     }
 }
 
@@ -533,16 +526,26 @@ impl LoopCore {
         self.iteration.load(Ordering::Relaxed)
     }
 
-    /// Start a multishot recv for a stream transport on io_uring. Returns its token, or `None`
-    /// when this loop cannot (epoll, or no provided-buffer rings): the transport then reads on
-    /// readiness.
-    pub(crate) fn recv_start(slf: &Bound<'_, Self>, fd: RawFd, on_recv: Py<PyAny>) -> PyResult<Option<u64>> {
-        Self::op_start(slf, fd, OpKind::Recv, on_recv)
+    /// Start a transport reading `fd`: with a multishot operation of `kind` (`Recv` for a
+    /// stream, `RecvMsg` for UDP) whose completions go to `on_op`, or, where this loop has none
+    /// (epoll, no provided-buffer rings), with `owner._on_readable` as the fd's reader. Returns
+    /// the operation's token; `None` means reading on readiness. `read_stop` undoes it.
+    pub(crate) fn read_start(slf: &Bound<'_, Self>, fd: RawFd, kind: OpKind, on_op: Py<PyAny>, owner: &Bound<'_, PyAny>) -> PyResult<Option<u64>> {
+        let token = Self::op_start(slf, fd, kind, on_op)?;
+        if token.is_none() {
+            let on_readable = owner.getattr(intern!(slf.py(), "_on_readable"))?;
+            Self::set_fd_callback_raw(slf, fd, &on_readable, false)?;
+        }
+        Ok(token)
     }
 
-    /// The same for a UDP transport: a multishot recvmsg, one datagram per completion.
-    pub(crate) fn recvmsg_start(slf: &Bound<'_, Self>, fd: RawFd, on_datagram: Py<PyAny>) -> PyResult<Option<u64>> {
-        Self::op_start(slf, fd, OpKind::RecvMsg, on_datagram)
+    /// Stop what `read_start` started: cancel the operation `token` (processed before this
+    /// returns, so the fd may be closed right after), or remove the fd's reader.
+    pub(crate) fn read_stop(slf: &Bound<'_, Self>, fd: RawFd, token: Option<u64>) -> PyResult<()> {
+        match token {
+            Some(t) => Self::op_stop(slf, t),
+            None => Self::remove_fd_callback_raw(slf, fd, false).map(|_| ()),
+        }
     }
 
     /// Datagram `n` (as the recvmsg callback received it): its payload as `bytes` and the
@@ -563,9 +566,9 @@ impl LoopCore {
             unsafe { std::ptr::copy_nonoverlapping(name.as_ptr(), (&mut sa as *mut libc::sockaddr_storage).cast::<u8>(), n) };
             (PyBytes::new(py, payload).unbind(), sa, truncated)
         });
-        u.recycle(bid);
-        u.publish_buffers();
-        read.forget();
+        // `read`'s Drop hands the buffer back, once the ring is no longer borrowed.
+        drop(io);
+        drop(read);
         Ok(got)
     }
 
@@ -625,9 +628,9 @@ impl LoopCore {
         }))
     }
 
-    /// Stop a multishot recv; the cancellation is processed before this returns, so the fd
-    /// may be closed right after.
-    pub(crate) fn recv_stop(slf: &Bound<'_, Self>, token: u64) -> PyResult<()> {
+    /// Stop a multishot operation; the cancellation is processed before this returns, so the
+    /// fd may be closed right after.
+    fn op_stop(slf: &Bound<'_, Self>, token: u64) -> PyResult<()> {
         let py = slf.py();
         let this = slf.get();
         {
@@ -1349,7 +1352,7 @@ impl LoopCore {
         if slf.get().closed.load(Ordering::Relaxed) {
             return Ok(());
         }
-        Self::recv_stop(slf, token)
+        Self::op_stop(slf, token)
     }
 
     /// `(reader_handle, writer_handle)` registered for `fd` (either may be None).

@@ -27,7 +27,7 @@ use pyo3::{intern, PyTraverseError, PyVisit};
 
 use super::buffers::{is_bytes_like, with_scratch, View, MAX_READ};
 use crate::errors::os_error;
-use crate::loop_::core::LoopCore;
+use crate::loop_::core::{LoopCore, OpKind};
 use crate::loop_::gil_cell::GilCell;
 
 
@@ -160,13 +160,8 @@ impl DatagramIO {
             st.reading = true;
         }
         let on_datagram = slf.getattr(intern!(py, "_on_datagram"))?.unbind();
-        match LoopCore::recvmsg_start(this.loop_.bind(py), this.fd, on_datagram)? {
-            Some(token) => this.st.borrow_mut(py)?.recv_token = Some(token),
-            None => {
-                let cb = slf.getattr(intern!(py, "_on_readable"))?;
-                LoopCore::set_fd_callback_raw(this.loop_.bind(py), this.fd, &cb, false)?;
-            }
-        }
+        let token = LoopCore::read_start(this.loop_.bind(py), this.fd, OpKind::RecvMsg, on_datagram, slf.as_any())?;
+        this.st.borrow_mut(py)?.recv_token = token;
         Ok(())
     }
 
@@ -183,10 +178,7 @@ impl DatagramIO {
             st.reading = false;
             st.recv_token.take()
         };
-        match token {
-            Some(t) => LoopCore::recv_stop(this.loop_.bind(py), t),
-            None => LoopCore::remove_fd_callback_raw(this.loop_.bind(py), this.fd, false).map(|_| ()),
-        }
+        LoopCore::read_stop(this.loop_.bind(py), this.fd, token)
     }
 
     #[getter]

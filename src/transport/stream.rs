@@ -33,7 +33,7 @@ use pyo3::{intern, PyTraverseError, PyVisit};
 
 use super::buffers::{is_bytes_like, with_scratch, View, MAX_READ};
 use crate::errors::os_error;
-use crate::loop_::core::{LoopCore, PendingRead};
+use crate::loop_::core::{LoopCore, OpKind, PendingRead};
 use crate::loop_::gil_cell::GilCell;
 
 /// Writes this large to an idle transport go out at once even after the iteration's first:
@@ -618,13 +618,8 @@ impl StreamIO {
             }
         }
         let on_recv = slf.getattr(intern!(py, "_on_recv"))?.unbind();
-        match LoopCore::recv_start(this.loop_.bind(py), this.fd, on_recv)? {
-            Some(token) => this.st.borrow_mut(py)?.recv_token = Some(token),
-            None => {
-                let cb = slf.getattr(intern!(py, "_on_readable"))?;
-                LoopCore::set_fd_callback_raw(this.loop_.bind(py), this.fd, &cb, false)?;
-            }
-        }
+        let token = LoopCore::read_start(this.loop_.bind(py), this.fd, OpKind::Recv, on_recv, slf.as_any())?;
+        this.st.borrow_mut(py)?.recv_token = token;
         Ok(())
     }
 
@@ -641,10 +636,7 @@ impl StreamIO {
             st.reading = false;
             st.recv_token.take()
         };
-        match token {
-            Some(t) => LoopCore::recv_stop(this.loop_.bind(py), t),
-            None => LoopCore::remove_fd_callback_raw(this.loop_.bind(py), this.fd, false).map(|_| ()),
-        }
+        LoopCore::read_stop(this.loop_.bind(py), this.fd, token)
     }
 
     #[getter]
