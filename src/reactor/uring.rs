@@ -257,9 +257,6 @@ impl UringReactor {
         };
         enter_allowed()?;
         r.arm_waker()?;
-        if !single_issuer {
-            r.ring.submit()?;
-        }
         Ok(r)
     }
 
