@@ -265,6 +265,17 @@ mod tests {
         assert_eq!(e.kind(), std::io::ErrorKind::ConnectionRefused, "{e}");
     }
 
+    /// An io_uring reactor with provided-buffer rings, or `None` where the kernel has no
+    /// io_uring or no multishot recv (< 6.0; the loop then reads on readiness), so the test
+    /// has nothing to check.
+    fn uring_with_buffers() -> Option<uring::UringReactor> {
+        if !io_uring_available().0 {
+            return None;
+        }
+        let (Reactor::Uring(mut r), _) = Reactor::new(Choice::IoUring, false).unwrap() else { unreachable!() };
+        r.recv_multishot_available().then_some(r)
+    }
+
     fn socketpair() -> (RawFd, RawFd) {
         let mut fds = [0; 2];
         sys::syscall!(socketpair(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, 0, fds.as_mut_ptr())).unwrap();
@@ -296,13 +307,7 @@ mod tests {
 
     #[test]
     fn uring_multishot_recv_fills_provided_buffers_in_order() {
-        if !io_uring_available().0 {
-            return;
-        }
-        let (Reactor::Uring(mut r), _) = Reactor::new(Choice::IoUring, false).unwrap() else { unreachable!() };
-        if !r.recv_multishot_available() {
-            return; // kernel < 6.0: the loop reads on readiness instead
-        }
+        let Some(mut r) = uring_with_buffers() else { return };
         let (a, b) = socketpair();
         let token = uring::op_token(a, 7);
         r.recv_multishot(a, token).unwrap();
@@ -327,13 +332,7 @@ mod tests {
     /// file it holds, never outlive the limit.
     #[test]
     fn uring_multishot_recv_ends_at_its_byte_limit() {
-        if !io_uring_available().0 {
-            return;
-        }
-        let (Reactor::Uring(mut r), _) = Reactor::new(Choice::IoUring, false).unwrap() else { unreachable!() };
-        if !r.recv_multishot_available() {
-            return;
-        }
+        let Some(mut r) = uring_with_buffers() else { return };
         let (a, b) = socketpair();
         r.recv_multishot(a, uring::op_token(a, 1)).unwrap();
         let block = vec![1u8; 64 * 1024];
@@ -377,13 +376,7 @@ mod tests {
     #[test]
     fn uring_multishot_recvmsg_delivers_datagrams_with_their_sender() {
         use std::os::fd::AsRawFd as _;
-        if !io_uring_available().0 {
-            return;
-        }
-        let (Reactor::Uring(mut r), _) = Reactor::new(Choice::IoUring, false).unwrap() else { unreachable!() };
-        if !r.recv_multishot_available() {
-            return;
-        }
+        let Some(mut r) = uring_with_buffers() else { return };
         let (a, b) = udp_pair();
         let token = uring::op_token(a.as_raw_fd(), 3);
         r.recvmsg_multishot(a.as_raw_fd(), token).unwrap();
@@ -419,13 +412,7 @@ mod tests {
     #[test]
     fn uring_multishot_recvmsg_cancels_under_a_flood() {
         use std::os::fd::AsRawFd as _;
-        if !io_uring_available().0 {
-            return;
-        }
-        let (Reactor::Uring(mut r), _) = Reactor::new(Choice::IoUring, false).unwrap() else { unreachable!() };
-        if !r.recv_multishot_available() {
-            return;
-        }
+        let Some(mut r) = uring_with_buffers() else { return };
         let (a, b) = udp_pair();
         let token = uring::op_token(a.as_raw_fd(), 5);
         r.recvmsg_multishot(a.as_raw_fd(), token).unwrap();
