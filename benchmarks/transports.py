@@ -151,8 +151,8 @@ class ServerState:
         _common.emit(self.out, {"type": "conn", "nodelay": nodelay})
 
 
-class EchoProtocol(asyncio.Protocol):
-    """Echo with the plain protocol API: every chunk read is written straight back."""
+class _Served:
+    """What every server protocol here shares: the run's state, told of each connection."""
 
     def __init__(self, state: ServerState):
         self.state = state
@@ -160,21 +160,21 @@ class EchoProtocol(asyncio.Protocol):
     def connection_made(self, transport: Any) -> None:
         self.transport = transport
         self.state.connection_made(transport)
+
+
+class EchoProtocol(_Served, asyncio.Protocol):
+    """Echo with the plain protocol API: every chunk read is written straight back."""
 
     def data_received(self, data: bytes) -> None:
         self.transport.write(data)
 
 
-class EchoBufferedProtocol(asyncio.BufferedProtocol):
+class EchoBufferedProtocol(_Served, asyncio.BufferedProtocol):
     """Echo with the buffered API: the loop reads into our buffer, we write a copy back."""
 
     def __init__(self, state: ServerState):
-        self.state = state
+        super().__init__(state)
         self.buf = memoryview(bytearray(65536))
-
-    def connection_made(self, transport: Any) -> None:
-        self.transport = transport
-        self.state.connection_made(transport)
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return self.buf
@@ -185,30 +185,19 @@ class EchoBufferedProtocol(asyncio.BufferedProtocol):
         self.transport.write(bytes(self.buf[:nbytes]))
 
 
-class UdpEchoProtocol(asyncio.DatagramProtocol):
+class UdpEchoProtocol(_Served, asyncio.DatagramProtocol):
     """Echo each datagram back to its sender."""
-
-    def __init__(self, state: ServerState):
-        self.state = state
-
-    def connection_made(self, transport: Any) -> None:
-        self.transport = transport
-        self.state.connection_made(transport)
 
     def datagram_received(self, data: bytes, addr: Any) -> None:
         self.transport.sendto(data, addr)
 
 
-class HttpProtocol(asyncio.Protocol):
+class HttpProtocol(_Served, asyncio.Protocol):
     """The smallest honest HTTP/1.1 keep-alive responder: count requests, answer each."""
 
     def __init__(self, state: ServerState):
-        self.state = state
+        super().__init__(state)
         self.pending = b""
-
-    def connection_made(self, transport: Any) -> None:
-        self.transport = transport
-        self.state.connection_made(transport)
 
     def data_received(self, data: bytes) -> None:
         buf = self.pending + data if self.pending else data
