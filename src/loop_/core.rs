@@ -80,6 +80,9 @@ struct MultishotOp {
     /// Stopped: completions still in flight are delivered (a paused transport keeps them),
     /// and the entry goes with the operation's last completion.
     stopping: bool,
+    /// Queued (with `None`) right behind the operation's last completion, once it was stopped
+    /// with `read_stop_then`: the transport's cue that no read of this operation is left.
+    then: Option<Py<PyAny>>,
 }
 
 /// The largest `bytes` one gathered read builds: asyncio's `max_size`, the most one `recv`
@@ -548,6 +551,21 @@ impl LoopCore {
         }
     }
 
+    /// Stop the operation `token` like `read_stop`, and queue `then(None)` behind its last
+    /// completion, after every read it still delivers. `false`: no such operation running
+    /// (nothing will be queued; the caller goes on at once).
+    pub(crate) fn read_stop_then(slf: &Bound<'_, Self>, token: u64, then: Py<PyAny>) -> PyResult<bool> {
+        {
+            let mut st = slf.get().st.borrow_mut(slf.py())?;
+            match st.multishots.get_mut(&token) {
+                Some(r) if !r.stopping => r.then = Some(then),
+                _ => return Ok(false),
+            }
+        }
+        Self::op_stop(slf, token)?;
+        Ok(true)
+    }
+
     /// Datagram `n` (as the recvmsg callback received it): its payload as `bytes` and the
     /// sender's address, and whether the kernel truncated it. Its buffer goes back at once.
     /// `None`: already taken, or the loop closed.
@@ -605,7 +623,7 @@ impl LoopCore {
             drop((callback, context));
             return Ok(None);
         }
-        this.st.borrow_mut(py)?.multishots.insert(token, MultishotOp { kind, callback, context, stopping: false });
+        this.st.borrow_mut(py)?.multishots.insert(token, MultishotOp { kind, callback, context, stopping: false, then: None });
         Ok(Some(token))
     }
 
@@ -751,7 +769,20 @@ impl LoopCore {
                             OpKind::RecvMsg => u.recvmsg_multishot(fd, op.token),
                         }
                         .map_err(os_error)?;
-                    } else if let Some(rs) = st.multishots.remove(&op.token) {
+                    } else if let Some(mut rs) = st.multishots.remove(&op.token) {
+                        if let Some(then) = rs.then.take() {
+                            // Behind an EOF or error of this operation queued for later, too.
+                            let later = calls.iter().any(|c| c.token == op.token && c.later);
+                            calls.push(OpCall {
+                                token: op.token,
+                                callback: then,
+                                item: py.None(),
+                                context: rs.context.clone_ref(py),
+                                later,
+                                gathering: None,
+                                held: false,
+                            });
+                        }
                         gone.push(rs);
                     }
                 }
@@ -1506,6 +1537,7 @@ impl LoopCore {
             for m in st.multishots.values() {
                 visit.call(&m.callback)?;
                 visit.call(&m.context)?;
+                visit.call(&m.then)?;
             }
             for c in &st.held {
                 visit.call(&c.callback)?;
