@@ -93,6 +93,7 @@ COLOURS = {
     "uringcore": "#ff7f0e",
     "ringloop-io_uring": "#d62728",
     "ringloop-epoll": "#1f77b4",
+    "c-floor": "#3b3b3b",  # transports.py's HTTP responder in C: the kernel's share
 }
 
 

@@ -67,6 +67,10 @@ import _common  # noqa: E402  (the path line above makes it importable when run 
 
 THIS = Path(__file__).resolve()
 ECHO_CLIENT_SRC = _common.BENCH_DIR / "echo_client.c"
+HTTP_FLOOR_SRC = _common.BENCH_DIR / "http_floor.c"
+# The HTTP responder in C on plain epoll (http_floor.c): not a loop, the kernel's share of
+# every loop's figure, measured in the same run.
+FLOOR = "c-floor"
 PIPELINE_LUA = _common.BENCH_DIR / "pipeline.lua"
 
 CONNECTIONS = 64
@@ -370,11 +374,15 @@ class ServerProcess:
     server that logs an error per connection can never block on a full pipe.
     """
 
-    def __init__(self, loop_name: str, api: str, cpu: int | None):
-        cmd = [sys.executable, str(THIS), "--server", loop_name, "--api", api]
-        if cpu is not None:
-            cmd += ["--cpu", str(cpu)]
-        env = {**os.environ, **_common.LOOPS[loop_name].env, "PYTHONUNBUFFERED": "1"}
+    def __init__(self, loop_name: str, api: str, cpu: int | None, exe: str | None = None):
+        if exe is not None:  # the C floor: same protocol on stdin/stdout, no Python
+            cmd = [exe, *([str(cpu)] if cpu is not None else [])]
+            env = dict(os.environ)
+        else:
+            cmd = [sys.executable, str(THIS), "--server", loop_name, "--api", api]
+            if cpu is not None:
+                cmd += ["--cpu", str(cpu)]
+            env = {**os.environ, **_common.LOOPS[loop_name].env, "PYTHONUNBUFFERED": "1"}
         self.t0 = time.monotonic()
         self.stderr = tempfile.TemporaryFile(mode="w+")
         self.proc = subprocess.Popen(
@@ -540,21 +548,26 @@ def _apt(*args: str) -> str | None:
 
 def build_echo_client(workdir: Path) -> tuple[str | None, str | None]:
     """Compile echo_client.c into ``workdir``; (path, None) or (None, why not)."""
+    return build_c_tool(ECHO_CLIENT_SRC, workdir)
+
+
+def build_c_tool(src: Path, workdir: Path) -> tuple[str | None, str | None]:
+    """Compile one of our C tools into ``workdir``; (path, None) or (None, why not)."""
     cc = shutil.which("cc") or shutil.which("gcc")
     if cc is None:
-        return None, "no C compiler (cc) to build echo_client.c"
-    exe = workdir / "echo_client"
+        return None, f"no C compiler (cc) to build {src.name}"
+    exe = workdir / src.stem
     try:
         proc = subprocess.run(
-            [cc, "-O2", "-o", str(exe), str(ECHO_CLIENT_SRC)],
+            [cc, "-O2", "-o", str(exe), str(src)],
             capture_output=True,
             text=True,
             timeout=120,
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
-        return None, f"building echo_client.c: {exc}"
+        return None, f"building {src.name}: {exc}"
     if proc.returncode != 0:
-        return None, f"building echo_client.c: {_last_line(proc.stderr)}"
+        return None, f"building {src.name}: {_last_line(proc.stderr)}"
     return str(exe), None
 
 
@@ -743,11 +756,13 @@ class Tools:
     echo_skip: str | None
     wrk: str | None
     http_skip: str | None
+    floor: str | None = None  # http_floor built, or None (then the floor row is left out)
 
 
 def measure(loop_name: str, sc: Scenario, st: Settings, tools: Tools) -> dict[str, Any]:
     """Start a server for ``sc`` on ``loop_name``, load it once, stop it; never raises."""
-    server = ServerProcess(loop_name, sc.api, st.server_cpu)
+    exe = tools.floor if loop_name == FLOOR else None
+    server = ServerProcess(loop_name, sc.api, st.server_cpu, exe)
     try:
         try:
             ready = server.wait_ready(timeout=30)
@@ -819,6 +834,8 @@ def collect(
         for sc in scenarios:
             skip = tools.echo_skip if sc.kind == "echo" else tools.http_skip
             for name in order:
+                if name == FLOOR and sc.kind != "http":
+                    continue
                 cell = state[name]["scenarios"].setdefault(
                     sc.key, {"status": "skipped" if skip else "ok", "error": skip, "runs": []}
                 )
@@ -864,7 +881,7 @@ def summarise(state: dict[str, Any], scenarios: list[Scenario]) -> dict[str, Any
     for name, ls in state.items():
         meta = ls["meta"] or {}
         entry = {
-            "kind": _common.LOOPS[name].kind,
+            "kind": "reference" if name == FLOOR else _common.LOOPS[name].kind,
             "loop_class": meta.get("loop_class"),
             "version": meta.get("version"),
             "backend": meta.get("backend"),
@@ -956,6 +973,8 @@ def echo_table(result: dict[str, Any]) -> str:
     header = ["loop", *(SCENARIOS[k].label for k in keys)]
     rows = []
     for name in loops:
+        if not any(_cell(loops, name, key) for key in keys):
+            continue  # the C floor serves HTTP only
         row = [name]
         for key in keys:
             cell = _cell(loops, name, key)
@@ -979,10 +998,18 @@ def target_line(result: dict[str, Any]) -> str | None:
         return "Target (ringloop-io_uring CPU µs/request ≤ 0.8× rloop's, plain HTTP): not measurable in this run."
     ratio = mine["cpu_us"] / ref["cpu_us"]
     verdict = "met" if ratio <= 0.8 else "not met"
-    return (
+    line = (
         f"Target (ringloop-io_uring CPU µs/request ≤ 0.8× rloop's, plain HTTP): "
         f"{_fmt_us(mine['cpu_us'])} / {_fmt_us(ref['cpu_us'])} µs = {ratio:.2f}× — {verdict}."
     )
+    floor = _cell(loops, FLOOR, "http")
+    if floor and "cpu_us" in floor:
+        line += (
+            f" The same responder in C on epoll ({FLOOR}: no Python, no loop library) used "
+            f"{_fmt_us(floor['cpu_us'])} µs = {floor['cpu_us'] / ref['cpu_us']:.2f}× rloop's: "
+            "the kernel's TCP work per request, which no server on this machine goes below."
+        )
+    return line
 
 
 def notes(result: dict[str, Any]) -> list[str]:
@@ -1214,13 +1241,14 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="ringloop-bench-") as tmp:
         tools = _tools(scenarios, Path(tmp))
         print(
-            f"transports: {len(args.loops)} loops × {len(scenarios)} scenarios × {rounds} "
+            f"transports: {len(args.loops)} loops (+ {FLOOR} for HTTP) × {len(scenarios)} scenarios × {rounds} "
             f"round(s) × {st.duration:g} s; server on CPU {st.server_cpu}, load on CPU "
             f"{st.client_cpu}",
             flush=True,
         )
         t0 = time.monotonic()
-        state = collect(args.loops, scenarios, rounds, st, tools)
+        loops = args.loops + ([FLOOR] if tools.floor else [])
+        state = collect(loops, scenarios, rounds, st, tools)
     machine["loadavg_end"] = list(os.getloadavg())
     result = {
         "suite": "transports",
@@ -1275,10 +1303,15 @@ def _tools(scenarios: list[Scenario], workdir: Path) -> Tools:
     wrk, http_skip = (None, None)
     if any(sc.kind == "http" for sc in scenarios):
         wrk, http_skip = ensure_wrk()
+    floor = None
+    if wrk is not None:
+        floor, floor_skip = build_c_tool(HTTP_FLOOR_SRC, workdir)
+        if floor_skip:
+            print(f"  {FLOOR} row left out: {floor_skip}", flush=True)
     for what, why in (("echo", echo_skip), ("HTTP", http_skip)):
         if why:
             print(f"  {what} scenarios skipped: {why}", flush=True)
-    return Tools(client, echo_skip, wrk, http_skip)
+    return Tools(client, echo_skip, wrk, http_skip, floor)
 
 
 def _write_outputs(result: dict[str, Any], out_dir: Path, update_readme: bool) -> int:
