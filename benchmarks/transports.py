@@ -1130,6 +1130,13 @@ def charts(result: dict[str, Any], outdir: Path) -> list[Path]:
         panels = _panels(kind, keys)
         if not panels:
             continue
+        # Only the loops measured in this kind of scenario (the C floor serves HTTP only).
+        kind_keys = [k for _, group in panels for k in group]
+        loops = {
+            name: e
+            for name, e in result["loops"].items()
+            if any(_cell(result["loops"], name, k) for k in kind_keys)
+        }
         fig, axes = plt.subplots(2, len(panels), figsize=(4.2 * len(panels) + 1, 8), squeeze=False)
         for col, (title, group) in enumerate(panels):
             for row, (field, what) in enumerate(
@@ -1139,15 +1146,15 @@ def charts(result: dict[str, Any], outdir: Path) -> list[Path]:
                 )
             ):
                 ax = axes[row][col]
-                _bars(ax, result["loops"], group, field, log=kind == "echo")
+                _bars(ax, loops, group, field, log=kind == "echo")
                 ax.set_title(title if row == 0 else "", fontsize="medium")
                 if col == 0:
                     ax.set_ylabel(what)
         # Below the panels, not in one: a legend inside a panel hides somebody's bar.
         fig.legend(
-            handles=_legend_handles(result["loops"]),
+            handles=_legend_handles(loops),
             loc="lower center",
-            ncol=len(result["loops"]),
+            ncol=len(loops),
             fontsize="small",
         )
         fig.suptitle(
