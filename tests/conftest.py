@@ -19,6 +19,8 @@ Selecting kinds from a test:
 * ``@pytest.mark.only_kinds("ringloop-io_uring", "ringloop-epoll", reason="...")`` runs the test
   only on those kinds (the others skip with the reason);
 * ``@pytest.mark.skip_kinds("asyncio", reason="...")`` skips the named kinds;
+* ``condition=<bool>`` on any of them applies the marker only when true (a CPython version's
+  own asyncio behaving differently, say);
 * ``@pytest.mark.xfail_kinds("ringloop-epoll", reason="...")`` marks a known divergence as a
   strict xfail on those kinds (it must fail; an unexpected pass is reported);
 * or request ``loop_kind`` and call ``pytest.skip``/``pytest.xfail`` with a reason naming why.
@@ -87,6 +89,8 @@ def _apply_kind_markers(request: pytest.FixtureRequest, kind: str) -> None:
                     pytrace=False,
                 )
             reason = mark.kwargs.get("reason", "")
+            if not mark.kwargs.get("condition", True):
+                continue  # e.g. a divergence of one CPython version's asyncio
             if name == "only_kinds" and kind not in kinds:
                 pytest.skip(f"only on {', '.join(kinds)}: {reason}".rstrip(": "))
             if name == "skip_kinds" and kind in kinds:

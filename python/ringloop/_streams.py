@@ -255,12 +255,24 @@ class StreamTransportsMixin:
     _accept_connection2 = _Sel._accept_connection2
 
     def _stop_serving(self, sock):
+        # Python 3.13+ (create_unix_server's cleanup_socket): the path goes with the server
+        # if it still names this socket, asyncio's own rule.
+        ino = self._unix_server_sockets.pop(sock, None)
+        path = sock.getsockname() if ino is not None else None
         token = self._accepting.pop(sock.fileno(), None)
         if token is None:
             self._remove_reader(sock.fileno())
         else:
             self._accept_stop(token)
         sock.close()
+        if path is not None:
+            try:
+                if os.stat(path).st_ino == ino:
+                    os.unlink(path)
+            except FileNotFoundError:
+                pass
+            except OSError as err:
+                logger.error("Unable to clean up listening UNIX socket %r: %r", sock, err)
 
     def _on_accepted(self, serving, res):
         """One completion of the multishot accept: a new connection's fd, or -errno. What

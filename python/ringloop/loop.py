@@ -69,6 +69,9 @@ class Loop(
         self._transports = weakref.WeakValueDictionary()
         # listening fd -> token of its multishot accept (io_uring; see _streams).
         self._accepting = {}
+        # Python 3.13+: listening Unix socket -> its path's inode, filled by the borrowed
+        # create_unix_server(cleanup_socket=True) and emptied by _stop_serving.
+        self._unix_server_sockets = {}
         SignalMixin._init_signals(self)
         # CPython 3.11's C Task looks up `loop.call_soon` as an attribute on every step, which
         # builds (and frees) a bound-method object each time; with one bound once into the

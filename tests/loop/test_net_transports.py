@@ -563,6 +563,39 @@ def test_unix_echo(loop):
     run(loop, main())
 
 
+def test_unix_server_close_and_its_socket_file(loop):
+    """What stays on disk after a Unix server closes is what asyncio of this Python leaves:
+    3.13+ removes the path (``cleanup_socket=True``, the default) unless the path was
+    replaced meanwhile or cleanup was turned off; earlier versions leave it."""
+    cleans = sys.version_info >= (3, 13)
+
+    async def main():
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "sock")
+            server = await loop.create_unix_server(asyncio.Protocol, path)
+            server.close()
+            await server.wait_closed()
+            assert os.path.exists(path) != cleans
+
+            if cleans:
+                # Another file under the path by now: not ours to remove.
+                server = await loop.create_unix_server(asyncio.Protocol, path)
+                os.unlink(path)
+                with open(path, "w"):
+                    pass
+                server.close()
+                await server.wait_closed()
+                assert os.path.exists(path)
+                os.unlink(path)
+
+                server = await loop.create_unix_server(asyncio.Protocol, path, cleanup_socket=False)
+                server.close()
+                await server.wait_closed()
+                assert os.path.exists(path)
+
+    run(loop, main())
+
+
 # -- UDP -------------------------------------------------------------------------------------
 
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import sys
 
 import pytest
 from transport_helpers import (
@@ -73,6 +74,11 @@ def test_write_accepts_bytes_like_and_ignores_empty(loop, family):
     run(loop, main())
 
 
+@pytest.mark.skip_kinds(
+    "asyncio",
+    condition=sys.version_info >= (3, 12),
+    reason="CPython 3.12+'s selector transport queues the caller's bytearray uncopied",
+)
 def test_write_takes_a_snapshot_of_mutable_buffers(loop, family):
     """Data that cannot be sent at once is buffered *by value*: mutating the caller's
     bytearray afterwards must not change what the peer receives."""
@@ -170,7 +176,7 @@ def test_write_eof_waits_for_the_buffer(loop, family):
 # -- close / abort / is_closing ------------------------------------------------------------------
 
 
-def test_close_idle_transport(loop, family):
+def test_close_idle_transport(loop, loop_kind, family):
     async def main():
         async with raw_peer(loop, family) as (tr, proto, peer):
             assert not tr.is_closing()
@@ -186,7 +192,9 @@ def test_close_idle_transport(loop, family):
             assert proto.events == ["made", "lost"]
             # Writing to a closed transport is silently dropped, not an error.
             tr.write(b"dropped")
-            tr.writelines([b"dropped"])
+            if loop_kind != "asyncio" or sys.version_info < (3, 12):
+                # CPython 3.12+'s writelines on a closed transport raises TypeError (a bug).
+                tr.writelines([b"dropped"])
             assert proto.after_lost == []
 
     run(loop, main())
