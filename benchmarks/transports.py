@@ -546,11 +546,6 @@ def _apt(*args: str) -> str | None:
     return None
 
 
-def build_echo_client(workdir: Path) -> tuple[str | None, str | None]:
-    """Compile echo_client.c into ``workdir``; (path, None) or (None, why not)."""
-    return build_c_tool(ECHO_CLIENT_SRC, workdir)
-
-
 def build_c_tool(src: Path, workdir: Path) -> tuple[str | None, str | None]:
     """Compile one of our C tools into ``workdir``; (path, None) or (None, why not)."""
     cc = shutil.which("cc") or shutil.which("gcc")
@@ -1306,7 +1301,7 @@ def _tools(scenarios: list[Scenario], workdir: Path) -> Tools:
     """Build or find only the load generators the chosen scenarios need."""
     client, echo_skip = (None, None)
     if any(sc.kind == "echo" for sc in scenarios):
-        client, echo_skip = build_echo_client(workdir)
+        client, echo_skip = build_c_tool(ECHO_CLIENT_SRC, workdir)
     wrk, http_skip = (None, None)
     if any(sc.kind == "http" for sc in scenarios):
         wrk, http_skip = ensure_wrk()

@@ -32,7 +32,7 @@ use super::gil_cell::GilCell;
 use super::handle::{AnyHandle, Args, Handle, HandleCore, TimerHandle, TimerInfo};
 use super::timers::TimerHeap;
 use crate::errors::os_error;
-use crate::reactor::sys::monotonic_ns;
+use crate::reactor::sys::{bytes_waiting, monotonic_ns};
 use crate::reactor::uring::{op_token, op_token_parts};
 use crate::reactor::{Choice, Event, OpCompletion, Reactor, Waker};
 use crate::transport::stream::StreamIO;
@@ -94,14 +94,6 @@ const MAX_GATHER: usize = 256 * 1024;
 /// on the first, so without the hold one message became two `data_received` calls (and two
 /// replies) about a third of the time at 100 KiB. Smaller reads skip the check (an ioctl).
 const HOLD_MIN: usize = 32 * 1024;
-
-/// Whether a socket's receive queue holds bytes no recv has taken yet (`FIONREAD`).
-fn socket_has_more(fd: RawFd) -> bool {
-    let mut n: libc::c_int = 0;
-    // SAFETY: FIONREAD writes one int through the pointer, which points at `n`.
-    let r = unsafe { libc::ioctl(fd, libc::FIONREAD, &mut n) };
-    r == 0 && n > 0
-}
 
 /// One callback `dispatch_ops` queues for a completion.
 struct OpCall {
@@ -800,7 +792,7 @@ impl LoopCore {
                     Some((_, size)) if !c.held && (HOLD_MIN..MAX_GATHER).contains(&size) => {
                         !calls[i + 1..].iter().any(|n| n.token == c.token)
                             && st.multishots.get(&c.token).is_some_and(|m| !m.stopping)
-                            && socket_has_more(op_token_parts(c.token).0)
+                            && bytes_waiting(op_token_parts(c.token).0) > 0
                     }
                     _ => false,
                 };

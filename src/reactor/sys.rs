@@ -68,6 +68,13 @@ pub fn check_pollable(fd: RawFd) -> io::Result<()> {
     Ok(())
 }
 
+/// Bytes in a socket's receive queue that no recv has taken yet (`FIONREAD`); 0 when the
+/// ioctl fails (a closed fd: the read that follows reports the error).
+pub fn bytes_waiting(fd: RawFd) -> usize {
+    let mut n: libc::c_int = 0;
+    syscall!(ioctl(fd, libc::FIONREAD, &mut n)).map_or(0, |_| n.max(0) as usize)
+}
+
 /// An eventfd used to wake a loop blocked in its reactor from another thread (or from the
 /// same thread, for `_write_to_self`).
 #[derive(Debug)]

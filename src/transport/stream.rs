@@ -35,6 +35,7 @@ use super::buffers::{is_bytes_like, with_scratch, View, MAX_READ};
 use crate::errors::os_error;
 use crate::loop_::core::{LoopCore, OpKind, PendingRead};
 use crate::loop_::gil_cell::GilCell;
+use crate::reactor::sys::bytes_waiting;
 
 /// Writes this large to an idle transport go out at once even after the iteration's first:
 /// coalescing saves a syscall that is small next to copying them, while holding them until
@@ -452,16 +453,9 @@ impl StreamIO {
         }
     }
 
-    /// Receive what `FIONREAD` says is waiting straight into a `bytes` of that size. `None`:
-    /// less than `EXACT_MIN` waits (the caller reads through the scratch buffer).
-    fn recv_exact(&self, py: Python<'_>) -> PyResult<Option<Result<Option<Py<PyBytes>>, std::io::Error>>> {
-        let mut avail: libc::c_int = 0;
-        // SAFETY: FIONREAD writes one int through the pointer, which points at `avail`.
-        let r = unsafe { libc::ioctl(self.fd, libc::FIONREAD, &mut avail) };
-        if r != 0 || (avail as usize) < EXACT_MIN {
-            return Ok(None);
-        }
-        let want = (avail as usize).min(MAX_READ);
+    /// One `recv` of up to `want` bytes straight into a `bytes` of that size (shrunk to what
+    /// came, if less): `Ok(None)` at EOF, as `recv_scratch`.
+    fn recv_exact(&self, py: Python<'_>, want: usize) -> PyResult<Result<Option<Py<PyBytes>>, std::io::Error>> {
         // SAFETY: the writer is created, written through `GetData` (at most its `want` bytes)
         // and then either finished or discarded exactly once; a null result sets the error.
         unsafe {
@@ -473,21 +467,19 @@ impl StreamIO {
             if n <= 0 {
                 let e = std::io::Error::last_os_error();
                 ffi::compat::PyBytesWriter_Discard(w);
-                return Ok(Some(if n == 0 { Ok(None) } else { Err(e) }));
+                return Ok(if n == 0 { Ok(None) } else { Err(e) });
             }
             let b = ffi::compat::PyBytesWriter_FinishWithSize(w, n as ffi::Py_ssize_t);
-            Ok(Some(Ok(Some(Bound::from_owned_ptr_or_err(py, b)?.cast_into_unchecked::<PyBytes>().unbind()))))
+            Ok(Ok(Some(Bound::from_owned_ptr_or_err(py, b)?.cast_into_unchecked::<PyBytes>().unbind())))
         }
     }
 
     fn read_data(slf: &Bound<'_, Self>, cb: &Py<PyAny>) -> PyResult<()> {
         let py = slf.py();
         let this = slf.get();
-        let exact = if this.st.borrow(py)?.exact { this.recv_exact(py)? } else { None };
-        let res = match exact {
-            Some(r) => r,
-            None => this.recv_scratch(py),
-        };
+        // See `EXACT_AFTER`: only after a large read is the ioctl worth it.
+        let waiting = if this.st.borrow(py)?.exact { bytes_waiting(this.fd) } else { 0 };
+        let res = if waiting >= EXACT_MIN { this.recv_exact(py, waiting.min(MAX_READ))? } else { this.recv_scratch(py) };
         let data = match res {
             Ok(Some(d)) => d,
             Ok(None) => return this.on_eof(py),
@@ -521,11 +513,26 @@ impl StreamIO {
         };
         if back {
             LoopCore::remove_fd_callback_raw(this.loop_.bind(py), this.fd, false)?;
-            let on_recv = slf.getattr(intern!(py, "_on_recv"))?.unbind();
-            let token = LoopCore::read_start(this.loop_.bind(py), this.fd, OpKind::Recv, on_recv, slf.as_any())?;
-            this.st.borrow_mut(py)?.recv_token = token;
+            Self::read_with_recv(slf)?;
         }
         Ok(())
+    }
+
+    /// Read with a multishot recv feeding `_on_recv` (or, where the loop has none, on
+    /// readiness through `_on_readable`; see `LoopCore::read_start`).
+    fn read_with_recv(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let py = slf.py();
+        let this = slf.get();
+        let on_recv = slf.getattr(intern!(py, "_on_recv"))?.unbind();
+        let token = LoopCore::read_start(this.loop_.bind(py), this.fd, OpKind::Recv, on_recv, slf.as_any())?;
+        this.st.borrow_mut(py)?.recv_token = token;
+        Ok(())
+    }
+
+    /// Read on readiness: `_on_readable` as the fd's reader callback.
+    fn read_on_readiness(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let on_readable = slf.getattr(intern!(slf.py(), "_on_readable"))?;
+        LoopCore::set_fd_callback_raw(slf.get().loop_.bind(slf.py()), slf.get().fd, &on_readable, false)
     }
 
     /// After a multishot read of `n` bytes: a large one switches the transport to readiness
@@ -737,17 +744,13 @@ impl StreamIO {
     fn start_reading(slf: &Bound<'_, Self>) -> PyResult<()> {
         let py = slf.py();
         let this = slf.get();
-        let pending: Vec<Py<PyAny>> = {
+        let (pending, switching, bulk): (Vec<Py<PyAny>>, bool, bool) = {
             let mut st = this.st.borrow_mut(py)?;
             if st.reading || st.detached || st.conn_lost > 0 {
                 return Ok(());
             }
             st.reading = true;
-            st.pending.drain(..).collect()
-        };
-        let (switching, bulk) = {
-            let st = this.st.borrow(py)?;
-            (st.switching, st.bulk)
+            (st.pending.drain(..).collect(), st.switching, st.bulk)
         };
         if !pending.is_empty() {
             let on_recv = slf.getattr(intern!(py, "_on_recv"))?;
@@ -760,13 +763,9 @@ impl StreamIO {
             return Ok(()); // `_on_switched` installs the reader
         }
         if bulk {
-            let on_readable = slf.getattr(intern!(py, "_on_readable"))?;
-            return LoopCore::set_fd_callback_raw(this.loop_.bind(py), this.fd, &on_readable, false);
+            return Self::read_on_readiness(slf);
         }
-        let on_recv = slf.getattr(intern!(py, "_on_recv"))?.unbind();
-        let token = LoopCore::read_start(this.loop_.bind(py), this.fd, OpKind::Recv, on_recv, slf.as_any())?;
-        this.st.borrow_mut(py)?.recv_token = token;
-        Ok(())
+        Self::read_with_recv(slf)
     }
 
     /// The stopped multishot recv delivered its last read (see `maybe_go_bulk`): read on
@@ -780,8 +779,7 @@ impl StreamIO {
             st.reading && !st.detached && st.conn_lost == 0
         };
         if install {
-            let on_readable = slf.getattr(intern!(py, "_on_readable"))?;
-            LoopCore::set_fd_callback_raw(this.loop_.bind(py), this.fd, &on_readable, false)?;
+            Self::read_on_readiness(slf)?;
         }
         Ok(())
     }
