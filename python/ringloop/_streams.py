@@ -296,7 +296,9 @@ class StreamTransportsMixin:
                 self.call_later(constants.ACCEPT_RETRY_DELAY, self._start_serving, *serving)
                 return
             raise exc  # the loop's exception handler logs it; serving goes on
-        conn = socket.socket(sock.family, sock.type, sock.proto, fileno=res)
+        # The accept set O_NONBLOCK; SOCK_NONBLOCK in the type tells the socket object so
+        # (timeout 0.0, as asyncio's accepted sockets have) without another syscall.
+        conn = socket.socket(sock.family, sock.type | socket.SOCK_NONBLOCK, sock.proto, fileno=res)
         try:
             addr = conn.getpeername()
         except OSError:

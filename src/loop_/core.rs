@@ -53,6 +53,10 @@ type FdHandles = (Option<Py<Handle>>, Option<Py<Handle>>);
 struct FdCallbacks {
     reader: Option<Py<Handle>>,
     writer: Option<Py<Handle>>,
+    /// The file object the last `add_reader`/`add_writer` named (`None` for a plain int):
+    /// asyncio's selector finds a registration through it once the object is closed and its
+    /// `fileno()` says -1, and a closed one marks the fd's other callback as stale.
+    fileobj: Option<Py<PyAny>>,
 }
 
 /// What a multishot operation is for.
@@ -491,10 +495,13 @@ impl LoopCore {
         writer: bool,
     ) -> PyResult<()> {
         slf.get().check_open()?;
-        let fd = fileobj_to_fd(fd)?;
+        let fileobj = fd;
+        let fd = fileobj_to_fd(fileobj)?;
         Self::check_callback(slf, callback, if writer { "add_writer" } else { "add_reader" })?;
         let handle = Self::new_handle(slf, callback, Args::from_tuple(args), None)?;
-        Self::install_fd_handle(slf, fd, handle, writer)
+        let fileobj = (!fileobj.is_instance_of::<PyInt>()).then(|| fileobj.clone().unbind());
+        Self::forget_stale(slf, fd, fileobj.as_ref())?;
+        Self::install_fd_handle(slf, fd, handle, writer, fileobj)
     }
 
     /// `add_writer`/`add_reader` for native transports: no argument checks (the callback is a
@@ -502,7 +509,7 @@ impl LoopCore {
     pub(crate) fn set_fd_callback_raw(slf: &Bound<'_, Self>, fd: RawFd, callback: &Bound<'_, PyAny>, writer: bool) -> PyResult<()> {
         slf.get().check_open()?;
         let handle = Self::new_handle(slf, callback, Args::None, None)?;
-        Self::install_fd_handle(slf, fd, handle, writer)
+        Self::install_fd_handle(slf, fd, handle, writer, None)
     }
 
     pub(crate) fn remove_fd_callback_raw(slf: &Bound<'_, Self>, fd: RawFd, writer: bool) -> PyResult<bool> {
@@ -823,15 +830,46 @@ impl LoopCore {
         Ok(later)
     }
 
-    fn install_fd_handle(slf: &Bound<'_, Self>, fd: RawFd, handle: Py<Handle>, writer: bool) -> PyResult<()> {
+    /// A registration of `fd` made through a file object that is now closed (its `fileno()`
+    /// is -1) belongs to a file that is gone: the fd number was closed and reused without
+    /// `remove_reader`/`remove_writer`. Its callbacks are dropped before `fileobj` registers
+    /// the same number, so a callback of the closed file can never run for the new one.
+    fn forget_stale(slf: &Bound<'_, Self>, fd: RawFd, fileobj: Option<&Py<PyAny>>) -> PyResult<()> {
         let py = slf.py();
         let this = slf.get();
-        let (old, want_r, want_w) = {
+        let old = {
+            let st = this.st.borrow(py)?;
+            match st.fds.get(&fd).and_then(|e| e.fileobj.as_ref()) {
+                Some(old) if fileobj.is_none_or(|f| !f.is(old)) => old.clone_ref(py),
+                _ => return Ok(()),
+            }
+        };
+        if fileobj_to_fd(old.bind(py)).is_ok_and(|n| n == fd) {
+            return Ok(()); // the same file, open, named through another object
+        }
+        let dropped = this.st.borrow_mut(py)?.fds.remove(&fd);
+        if let Some(e) = dropped {
+            for h in [e.reader, e.writer].into_iter().flatten() {
+                let cancelled = h.get().core.take_cancel(py)?;
+                drop(cancelled);
+            }
+        }
+        // The closed file may still be watched (io_uring's poll holds a reference to it).
+        drop(this.set_interest(py, fd, false, false)?);
+        Ok(())
+    }
+
+    fn install_fd_handle(slf: &Bound<'_, Self>, fd: RawFd, handle: Py<Handle>, writer: bool, fileobj: Option<Py<PyAny>>) -> PyResult<()> {
+        let py = slf.py();
+        let this = slf.get();
+        let (old, old_fileobj, want_r, want_w) = {
             let mut st = this.st.borrow_mut(py)?;
             let e = st.fds.entry(fd).or_default();
             let slot = if writer { &mut e.writer } else { &mut e.reader };
             let old = slot.replace(handle);
-            (old, e.reader.is_some(), e.writer.is_some())
+            // A registration through a plain int keeps the object named before (same fd).
+            let old_fileobj = fileobj.map(|f| e.fileobj.replace(f));
+            (old, old_fileobj, e.reader.is_some(), e.writer.is_some())
         };
         let res = this.set_interest(py, fd, want_r, want_w)?;
         if let Err(e) = res {
@@ -843,14 +881,16 @@ impl LoopCore {
                 let new = slot.take();
                 let restore = old.as_ref().map(|h| h.clone_ref(py));
                 *slot = restore;
+                let new_fileobj = old_fileobj.map(|f| std::mem::replace(&mut e.fileobj, f));
                 if e.reader.is_none() && e.writer.is_none() {
                     st.fds.remove(&fd);
                 }
-                new
+                (new, new_fileobj)
             };
             drop(undone);
             return Err(os_error(e));
         }
+        drop(old_fileobj);
         if let Some(old) = old {
             // asyncio cancels the handle a new callback replaces.
             let dropped = old.get().core.take_cancel(py)?;
@@ -859,9 +899,46 @@ impl LoopCore {
         Ok(())
     }
 
-    fn remove_fd_callback(slf: &Bound<'_, Self>, fd: &Bound<'_, PyAny>, writer: bool) -> PyResult<bool> {
-        let fd = fileobj_to_fd(fd)?;
-        Self::remove_fd_handle(slf, fd, writer)
+    /// `remove_reader`/`remove_writer(fileobj)`. Like asyncio's selector, a file object that
+    /// was closed since it was registered (`fileno()` is -1) is still found, by identity.
+    fn remove_fd_callback(slf: &Bound<'_, Self>, fileobj: &Bound<'_, PyAny>, writer: bool) -> PyResult<bool> {
+        match fileobj_to_fd(fileobj) {
+            Ok(fd) => Self::remove_fd_handle(slf, fd, writer),
+            Err(e) => {
+                let found = {
+                    let st = slf.get().st.borrow(slf.py())?;
+                    st.fds.iter().find(|(_, c)| c.fileobj.as_ref().is_some_and(|f| f.is(fileobj))).map(|(fd, _)| *fd)
+                };
+                let Some(fd) = found else { return Err(e) };
+                Self::remove_closed_fd_handle(slf, fd, writer)
+            }
+        }
+    }
+
+    /// Remove a callback of `fd` whose file is closed: the reactor forgets the fd (there is
+    /// nothing left to watch, and epoll would refuse a change with EBADF); the other callback,
+    /// if any, stays registered so its own remove call still finds it.
+    fn remove_closed_fd_handle(slf: &Bound<'_, Self>, fd: RawFd, writer: bool) -> PyResult<bool> {
+        let py = slf.py();
+        let this = slf.get();
+        if this.closed.load(Ordering::Relaxed) {
+            return Ok(false);
+        }
+        let old = {
+            let mut st = this.st.borrow_mut(py)?;
+            let Some(e) = st.fds.get_mut(&fd) else { return Ok(false) };
+            let old = if writer { e.writer.take() } else { e.reader.take() };
+            if e.reader.is_none() && e.writer.is_none() {
+                st.fds.remove(&fd);
+            }
+            old
+        };
+        let Some(old) = old else { return Ok(false) };
+        drop(this.set_interest(py, fd, false, false)?);
+        let dropped = old.get().core.take_cancel(py)?;
+        drop(dropped);
+        drop(old);
+        Ok(true)
     }
 
     fn remove_fd_handle(slf: &Bound<'_, Self>, fd: RawFd, writer: bool) -> PyResult<bool> {
@@ -1525,6 +1602,7 @@ impl LoopCore {
             for e in st.fds.values() {
                 visit.call(&e.reader)?;
                 visit.call(&e.writer)?;
+                visit.call(&e.fileobj)?;
             }
             for m in st.multishots.values() {
                 visit.call(&m.callback)?;
