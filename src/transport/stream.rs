@@ -20,6 +20,23 @@
 //!   drained buffer costs no Python call.
 //!
 //! Reads copy into exact-size `bytes` from the per-thread scratch buffer (`buffers`).
+//!
+//! **The read-order invariant.** Bytes reach the protocol in the order the kernel delivered
+//! them, whatever the pause/resume/read-mode history. Completions of a multishot recv reach
+//! `_on_recv` in kernel order (the router keeps per-operation order, and a cancelled recv's
+//! last completions are posted before a new recv is armed), but they may still be in the
+//! ready queue when the protocol pauses, resumes, pauses again or the read mode switches. So:
+//! - `pending` is the transport's one inbox: a completion (data, EOF or error) goes to the
+//!   protocol at once only while reading *and* the inbox is empty; otherwise it is appended;
+//! - the inbox is emptied front first by `_drain_pending` only, which one resume schedules and
+//!   which stops the moment the protocol pauses again (a `BufferedProtocol`'s unread rest goes
+//!   back to the front);
+//! - nothing reads the socket while the inbox holds anything (`_on_readable` waits for the
+//!   drain): whatever the socket holds is later than everything in the inbox.
+//!
+//! An EOF held in the inbox is delivered after the data before it, never instead of it.
+//! (Before this rule, a resume re-queued held reads behind completions already in the ready
+//! queue: a 64 KiB block arrived ahead of its turn, and an EOF could overtake held data.)
 
 use std::collections::VecDeque;
 use std::os::fd::RawFd;
@@ -35,6 +52,7 @@ use super::buffers::{is_bytes_like, with_scratch, View, MAX_READ};
 use crate::errors::os_error;
 use crate::loop_::core::{LoopCore, OpKind, PendingRead};
 use crate::loop_::gil_cell::GilCell;
+use crate::loop_::handle::Args;
 use crate::reactor::sys::bytes_waiting;
 
 /// Writes this large to an idle transport go out at once even after the iteration's first:
@@ -119,8 +137,11 @@ struct St {
     small_reads: u32,
     /// The last readiness read was large: the next one receives an exact size (`EXACT_AFTER`).
     exact: bool,
-    /// Reads that completed after `pause_reading`: delivered, in order, on resume.
+    /// The inbox (see the module docs): completions that could not go to the protocol at
+    /// once, as `bytes`, `0` (EOF) or `-errno`, oldest first.
     pending: VecDeque<Py<PyAny>>,
+    /// `_drain_pending` is in the ready queue.
+    drain_scheduled: bool,
 }
 
 #[pyclass(module = "ringloop._core", frozen, weakref)]
@@ -662,6 +683,29 @@ impl StreamIO {
         Ok(())
     }
 
+    /// Queue `_drain_pending` if reading with a non-empty inbox and none is queued yet.
+    fn schedule_drain(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let py = slf.py();
+        {
+            let mut st = slf.get().st.borrow_mut(py)?;
+            if !st.reading || st.pending.is_empty() || st.drain_scheduled {
+                return Ok(());
+            }
+            st.drain_scheduled = true;
+        }
+        let drain = slf.getattr(intern!(py, "_drain_pending"))?;
+        LoopCore::call_soon_impl(slf.get().loop_.bind(py), &drain, Args::None, None).map(|_| ())
+    }
+
+    /// The end of the stream: `0` is EOF, `-errno` a read error.
+    fn on_end(&self, py: Python<'_>, res: i32) -> PyResult<()> {
+        if res == 0 {
+            return self.on_eof(py);
+        }
+        let e = std::io::Error::from_raw_os_error(-res);
+        self.fatal(py, os_error(e), "Fatal read error on socket transport")
+    }
+
     fn on_eof(&self, py: Python<'_>) -> PyResult<()> {
         if let Some(t) = self.transport(py)? {
             t.call_method0(py, intern!(py, "_read_ready__on_eof"))?;
@@ -702,6 +746,7 @@ impl StreamIO {
                 small_reads: 0,
                 exact: false,
                 pending: VecDeque::new(),
+                drain_scheduled: false,
             }),
         })
     }
@@ -727,7 +772,8 @@ impl StreamIO {
         let py = slf.py();
         let sink = {
             let st = slf.get().st.borrow(py)?;
-            if st.conn_lost > 0 || st.detached {
+            // A non-empty inbox is older than anything the socket holds: it goes first.
+            if st.conn_lost > 0 || st.detached || !st.pending.is_empty() {
                 return Ok(());
             }
             st.sink.clone_ref(py)
@@ -740,25 +786,18 @@ impl StreamIO {
     }
 
     /// Start reading: a multishot recv on io_uring, else a reader callback on readiness.
-    /// Reads that completed while paused are delivered first, through the ready queue.
+    /// Completions held while paused are delivered first, by `_drain_pending`.
     fn start_reading(slf: &Bound<'_, Self>) -> PyResult<()> {
         let py = slf.py();
-        let this = slf.get();
-        let (pending, switching, bulk): (Vec<Py<PyAny>>, bool, bool) = {
-            let mut st = this.st.borrow_mut(py)?;
+        let (switching, bulk) = {
+            let mut st = slf.get().st.borrow_mut(py)?;
             if st.reading || st.detached || st.conn_lost > 0 {
                 return Ok(());
             }
             st.reading = true;
-            (st.pending.drain(..).collect(), st.switching, st.bulk)
+            (st.switching, st.bulk)
         };
-        if !pending.is_empty() {
-            let on_recv = slf.getattr(intern!(py, "_on_recv"))?;
-            let loop_ = this.loop_.bind(py);
-            for item in pending {
-                loop_.call_method1(intern!(py, "call_soon"), (&on_recv, item))?;
-            }
-        }
+        Self::schedule_drain(slf)?;
         if switching {
             return Ok(()); // `_on_switched` installs the reader
         }
@@ -766,6 +805,33 @@ impl StreamIO {
             return Self::read_on_readiness(slf);
         }
         Self::read_with_recv(slf)
+    }
+
+    /// Deliver the inbox front first while reading (see the module docs); scheduled by
+    /// `schedule_drain`. Stops as soon as the protocol pauses or the transport goes.
+    fn _drain_pending(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let py = slf.py();
+        let this = slf.get();
+        this.st.borrow_mut(py)?.drain_scheduled = false;
+        loop {
+            let (item, sink) = {
+                let mut st = this.st.borrow_mut(py)?;
+                if !st.reading || st.conn_lost > 0 || st.detached {
+                    return Ok(());
+                }
+                let Some(item) = st.pending.pop_front() else { return Ok(()) };
+                (item.into_bound(py), st.sink.clone_ref(py))
+            };
+            if let Ok(b) = item.cast::<PyBytes>() {
+                match sink {
+                    Sink::None => {}
+                    Sink::Data(cb) => this.to_data_received(py, &cb, b)?,
+                    Sink::Buffered { get_buffer, buffer_updated } => this.feed_buffered(py, Source::Bytes(b.as_bytes()), &get_buffer, &buffer_updated)?,
+                }
+                continue;
+            }
+            this.on_end(py, item.extract()?)?;
+        }
     }
 
     /// The stopped multishot recv delivered its last read (see `maybe_go_bulk`): read on
@@ -819,8 +885,8 @@ impl StreamIO {
     }
 
     /// One completion of the multishot recv: a pending read (`n > 0`: its bytes are taken from
-    /// the loop, see `LoopCore::take_read`), `0` at EOF, or `-errno`. Held reads (`bytes`, kept
-    /// while paused) come back here on resume.
+    /// the loop, see `LoopCore::take_read`), `0` at EOF, or `-errno`. It goes to the protocol
+    /// now only while reading with an empty inbox; otherwise it joins the inbox.
     fn _on_recv(slf: &Bound<'_, Self>, item: Bound<'_, PyAny>) -> PyResult<()> {
         let py = slf.py();
         let this = slf.get();
@@ -831,14 +897,14 @@ impl StreamIO {
             },
             _ => None,
         };
-        let (reading, sink) = {
+        let (direct, sink) = {
             let st = this.st.borrow(py)?;
             if st.conn_lost > 0 || st.detached {
                 return Ok(());
             }
-            (st.reading, st.sink.clone_ref(py))
+            (st.reading && st.pending.is_empty(), st.sink.clone_ref(py))
         };
-        if !reading {
+        if !direct {
             let kept = match read {
                 Some(r) => match r.into_bytes(py)? {
                     Some(b) => b.into_any().unbind(),
@@ -847,35 +913,22 @@ impl StreamIO {
                 None => item.unbind(),
             };
             this.st.borrow_mut(py)?.pending.push_back(kept);
-            return Ok(());
+            // Reading with a non-empty inbox: a drain is due (normally already scheduled).
+            return Self::schedule_drain(slf);
         }
-        if let Some(r) = read {
-            let n = r.len();
-            match sink {
-                Sink::None => {}
-                // Straight from the ring buffers into the protocol's buffer: no `bytes` between.
-                Sink::Buffered { get_buffer, buffer_updated } => this.feed_buffered(py, Source::Read(r), &get_buffer, &buffer_updated)?,
-                Sink::Data(cb) => {
-                    if let Some(b) = r.into_bytes(py)? {
-                        this.to_data_received(py, &cb, &b)?;
-                    }
+        let Some(r) = read else { return this.on_end(py, item.extract()?) };
+        let n = r.len();
+        match sink {
+            Sink::None => {}
+            // Straight from the ring buffers into the protocol's buffer: no `bytes` between.
+            Sink::Buffered { get_buffer, buffer_updated } => this.feed_buffered(py, Source::Read(r), &get_buffer, &buffer_updated)?,
+            Sink::Data(cb) => {
+                if let Some(b) = r.into_bytes(py)? {
+                    this.to_data_received(py, &cb, &b)?;
                 }
             }
-            return Self::maybe_go_bulk(slf, n);
         }
-        if let Ok(b) = item.cast::<PyBytes>() {
-            return match sink {
-                Sink::None => Ok(()),
-                Sink::Data(cb) => this.to_data_received(py, &cb, b),
-                Sink::Buffered { get_buffer, buffer_updated } => this.feed_buffered(py, Source::Bytes(b.as_bytes()), &get_buffer, &buffer_updated),
-            };
-        }
-        let res: i32 = item.extract()?;
-        if res == 0 {
-            return this.on_eof(py);
-        }
-        let e = std::io::Error::from_raw_os_error(-res);
-        this.fatal(py, os_error(e), "Fatal read error on socket transport")
+        Self::maybe_go_bulk(slf, n)
     }
 
     /// The fd's writer callback, registered only while unsent bytes wait for writability.
