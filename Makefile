@@ -11,7 +11,7 @@ RUST_SRC := $(shell find src -name '*.rs') Cargo.toml pyproject.toml
 export PYTHONDONTWRITEBYTECODE := 1
 
 .DEFAULT_GOAL := help
-.PHONY: help demo test test-rust test-py test-bound bench lint build clean
+.PHONY: help demo test test-rust test-py test-bound stress bench lint build clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -43,6 +43,10 @@ test-py: $(BUILT) ## pytest: behaviour, conformance (CPython's test_asyncio) and
 
 test-bound: $(BUILT) ## the io_uring loop, transport and conformance tests again on thread-bound loops
 	RINGLOOP_REQUIRE=1 RINGLOOP_THREAD_BOUND=1 $(PY) -m pytest -q -p no:cacheprovider -k io_uring tests/loop tests/transport tests/conformance
+
+stress: $(BUILT) ## long read-path stress: 2,000 seeded scenarios per loop kind, cores busy (about 15 min)
+	$(PY) tests/transport/read_order_stress.py --seeds 2000
+	RINGLOOP_THREAD_BOUND=1 $(PY) tests/transport/read_order_stress.py --seeds 2000 --kinds ringloop-io_uring
 
 bench: $(BUILT) ## every benchmark, peers side by side; results in benchmarks/results
 	$(PY) benchmarks/run.py

@@ -1,0 +1,29 @@
+"""The read-order stress scenarios (``read_order_stress``) on every loop kind, cores busy.
+
+Each seed is one scenario (see that module's docs); each runs on stock asyncio, ringloop's
+io_uring and epoll loops (and, under ``make test-bound``, on thread-bound io_uring loops).
+``make stress`` runs the same scenarios over many more seeds.
+"""
+
+from __future__ import annotations
+
+import pytest
+from read_order_stress import Scenario, busy_cores, run_scenario
+from transport_helpers import run
+
+SEEDS = range(150)
+
+pytestmark = pytest.mark.timeout(240)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _busy():
+    with busy_cores():
+        yield
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_read_order(loop, seed: int) -> None:
+    sc = Scenario.draw(seed)
+    problems = run(loop, run_scenario(sc), timeout=200)
+    assert not problems, f"{sc}\n" + "\n".join(problems)
