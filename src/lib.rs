@@ -1,7 +1,8 @@
 //! `ringloop._core`: the native module. This file only wires the modules together.
 
 pub mod errors;
-pub mod loop_;
+pub mod eventloop;
+pub mod py;
 pub mod reactor;
 pub mod transport;
 pub mod watch;
@@ -22,15 +23,15 @@ fn native_sampler_available() -> bool {
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<loop_::core::LoopCore>()?;
-    m.add_class::<loop_::handle::Handle>()?;
-    m.add_class::<loop_::handle::TimerHandle>()?;
+    m.add_class::<eventloop::core::LoopCore>()?;
+    m.add_class::<eventloop::handle::Handle>()?;
+    m.add_class::<eventloop::handle::TimerHandle>()?;
     m.add_class::<transport::stream::StreamIO>()?;
     m.add_class::<transport::datagram::DatagramIO>()?;
     m.add_function(wrap_pyfunction!(io_uring_available, m)?)?;
     m.add_function(wrap_pyfunction!(watch::audit::audit_hook_install, m)?)?;
     m.add_function(wrap_pyfunction!(watch::audit::audit_set_in_slice, m)?)?;
     m.add_function(wrap_pyfunction!(native_sampler_available, m)?)?;
-    loop_::fastcall::install(m.py())?;
+    eventloop::fastcall::install(m.py())?;
     Ok(())
 }

@@ -14,9 +14,16 @@
 //!
 //! Memory: `entries * buf_size` bytes of anonymous mapping. Pages become resident only when
 //! the kernel writes into them, so small messages touch one page per buffer.
+//!
+//! Sharing: the reactor and the reads it lends out (`RingRead`) share the ring as a `BufPool`
+//! (an `Arc` around a mutex that is never contended: everything runs on the loop's thread).
+//! A read keeps the pool alive, so it never points into unmapped memory, even when the loop
+//! closes first; its buffers go back to the ring as soon as they are emptied, or when the read
+//! is dropped, so no path can leak them.
 
 use std::io;
 use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use io_uring::types::BufRingEntry;
 use io_uring::IoUring;
@@ -131,6 +138,97 @@ impl Drop for BufRing {
         unsafe {
             libc::munmap(self.ring.cast(), self.ring_bytes);
             libc::munmap(self.bufs.cast(), self.bufs_bytes);
+        }
+    }
+}
+
+/// A `BufRing` shared by the reactor and the reads in its buffers (see the module docs).
+pub struct BufPool(Mutex<BufRing>);
+
+impl BufPool {
+    pub fn new(ring: BufRing) -> Arc<BufPool> {
+        Arc::new(BufPool(Mutex::new(ring)))
+    }
+
+    /// The ring itself. A poisoned lock (a panic while it was held, which would be a bug)
+    /// still hands the ring out: its state is a tail counter that no panic leaves half-done.
+    pub fn lock(&self) -> MutexGuard<'_, BufRing> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Give buffers back to the kernel, in one publish.
+    pub fn recycle(&self, bids: impl IntoIterator<Item = u16>) {
+        let mut ring = self.lock();
+        for bid in bids {
+            ring.recycle(bid);
+        }
+        ring.publish();
+    }
+}
+
+/// One read's bytes still in their provided buffers: `(bid, len)`s in order. Copied out front
+/// to back; each buffer goes back to the kernel as soon as it is emptied, and whatever is left
+/// when this is dropped goes back too.
+pub struct RingRead {
+    pool: Arc<BufPool>,
+    chunks: Vec<(u16, usize)>,
+    /// The first chunk not yet emptied, and how much of it was copied out.
+    next: usize,
+    off: usize,
+    left: usize,
+}
+
+impl RingRead {
+    pub fn new(pool: Arc<BufPool>, chunks: Vec<(u16, usize)>) -> RingRead {
+        let left = chunks.iter().map(|c| c.1).sum();
+        RingRead { pool, chunks, next: 0, off: 0, left }
+    }
+
+    /// Bytes not yet copied out.
+    pub fn len(&self) -> usize {
+        self.left
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.left == 0
+    }
+
+    /// Copy the next `min(dst.len(), len())` bytes into `dst`; returns how many.
+    pub fn copy_to(&mut self, dst: &mut [u8]) -> usize {
+        let mut ring = self.pool.lock();
+        let mut at = 0;
+        while at < dst.len() && self.next < self.chunks.len() {
+            let (bid, len) = self.chunks[self.next];
+            let src = &ring.data(bid, len)[self.off..];
+            let n = src.len().min(dst.len() - at);
+            dst[at..at + n].copy_from_slice(&src[..n]);
+            at += n;
+            self.off += n;
+            if self.off == len {
+                ring.recycle(bid);
+                self.next += 1;
+                self.off = 0;
+            }
+        }
+        ring.publish();
+        self.left -= at;
+        at
+    }
+
+    /// Run `f` on the bytes of a read that is exactly one buffer (a datagram), then give the
+    /// buffer back.
+    pub fn with_single<R>(self, f: impl FnOnce(&[u8]) -> R) -> R {
+        let &[(bid, len)] = self.chunks.as_slice() else { panic!("a datagram is one buffer") };
+        let r = f(self.pool.lock().data(bid, len));
+        drop(self); // Drop recycles it
+        r
+    }
+}
+
+impl Drop for RingRead {
+    fn drop(&mut self) {
+        if self.next < self.chunks.len() {
+            self.pool.recycle(self.chunks[self.next..].iter().map(|&(bid, _)| bid));
         }
     }
 }

@@ -39,7 +39,7 @@ use std::time::Duration;
 
 use io_uring::{cqueue, opcode, squeue, types, IoUring, Probe};
 
-use super::bufring::BufRing;
+use super::bufring::{BufPool, BufRing, RingRead};
 use super::sys::{check_pollable, fork_generation, Waker};
 use super::Event;
 
@@ -120,6 +120,22 @@ pub struct OpCompletion {
     pub bid: Option<u16>,
 }
 
+/// A multishot recvmsg buffer's parts: the sender's address bytes (as much as the kernel gave,
+/// at most `RECVMSG_NAMELEN`), the payload, and whether the datagram was larger than the buffer
+/// (MSG_TRUNC). `None` if the buffer does not parse.
+pub fn recvmsg_parts(buf: &[u8]) -> Option<(&[u8], &[u8], bool)> {
+    // The kernel's `struct io_uring_recvmsg_out` (four u32: namelen, controllen, payloadlen,
+    // flags), then `msg_namelen` bytes of name, then the payload.
+    const HDR: usize = 16;
+    let field = |i: usize| buf.get(i * 4..i * 4 + 4).map(|b| u32::from_ne_bytes(b.try_into().expect("4 bytes")));
+    let (namelen, payloadlen, flags) = (field(0)?, field(2)?, field(3)?);
+    let room = RECVMSG_NAMELEN as usize;
+    let name = buf.get(HDR..HDR + (namelen as usize).min(room))?;
+    let payload = buf.get(HDR + room..)?;
+    let payload = &payload[..(payloadlen as usize).min(payload.len())];
+    Some((name, payload, flags & libc::MSG_TRUNC as u32 != 0))
+}
+
 pub(crate) fn forked_error() -> io::Error {
     io::Error::other(
         "this event loop was created in another process: it cannot be used after fork(); \
@@ -143,10 +159,10 @@ pub struct UringReactor {
     ring: IoUring,
     /// Made on the first multishot recv; `Err` remembers why it could not be (then stream
     /// transports read on readiness instead).
-    bufs: Option<Result<BufRing, String>>,
+    bufs: Option<Result<Arc<BufPool>, String>>,
     /// Made on the first multishot recvmsg (UDP): one datagram per buffer, so its own ring
     /// of buffers that fit the largest datagram (see `DGRAM_BUF_SIZE`).
-    dgram_bufs: Option<Result<BufRing, String>>,
+    dgram_bufs: Option<Result<Arc<BufPool>, String>>,
     fds: HashMap<RawFd, FdState>,
     to_arm: Vec<RawFd>,
     next_gen: u32,
@@ -407,7 +423,7 @@ impl UringReactor {
             let mut probe = Probe::new();
             let ok = self.ring.submitter().register_probe(&mut probe).is_ok() && probe.is_supported(opcode::RecvMulti::CODE);
             self.bufs = Some(if ok {
-                BufRing::new(&self.ring, BUF_ENTRIES, BUF_SIZE, BUF_GROUP, 0).map_err(|e| e.to_string())
+                BufRing::new(&self.ring, BUF_ENTRIES, BUF_SIZE, BUF_GROUP, 0).map(BufPool::new).map_err(|e| e.to_string())
             } else {
                 Err("IORING_OP_RECV unsupported".into())
             });
@@ -435,7 +451,9 @@ impl UringReactor {
             return Err(io::Error::new(io::ErrorKind::Unsupported, "multishot recv unavailable"));
         }
         if self.dgram_bufs.is_none() {
-            self.dgram_bufs = Some(BufRing::new(&self.ring, DGRAM_BUF_ENTRIES, DGRAM_BUF_SIZE, DGRAM_BUF_GROUP, DGRAM_BID_BASE).map_err(|e| e.to_string()));
+            self.dgram_bufs = Some(
+                BufRing::new(&self.ring, DGRAM_BUF_ENTRIES, DGRAM_BUF_SIZE, DGRAM_BUF_GROUP, DGRAM_BID_BASE).map(BufPool::new).map_err(|e| e.to_string()),
+            );
         }
         if let Some(Err(e)) = &self.dgram_bufs {
             return Err(io::Error::other(format!("datagram buffer ring: {e}")));
@@ -443,23 +461,6 @@ impl UringReactor {
         let hdr: *const libc::msghdr = &*self.recvmsg_hdr.0;
         let sqe = opcode::RecvMsgMulti::new(types::Fd(fd), hdr, DGRAM_BUF_GROUP).build().user_data(token);
         self.push(sqe)
-    }
-
-    /// A multishot recvmsg completion's parts: the sender's address bytes (as much as the
-    /// kernel gave, at most `RECVMSG_NAMELEN`), the payload, and whether the datagram was
-    /// larger than the buffer (MSG_TRUNC). `None` if the buffer does not parse.
-    pub fn recvmsg_parts(&self, bid: u16, len: usize) -> Option<(&[u8], &[u8], bool)> {
-        // The kernel's `struct io_uring_recvmsg_out` (four u32: namelen, controllen,
-        // payloadlen, flags), then `msg_namelen` bytes of name, then the payload.
-        const HDR: usize = 16;
-        let buf = self.buffer(bid, len);
-        let field = |i: usize| buf.get(i * 4..i * 4 + 4).map(|b| u32::from_ne_bytes(b.try_into().expect("4 bytes")));
-        let (namelen, payloadlen, flags) = (field(0)?, field(2)?, field(3)?);
-        let room = RECVMSG_NAMELEN as usize;
-        let name = buf.get(HDR..HDR + (namelen as usize).min(room))?;
-        let payload = buf.get(HDR + room..)?;
-        let payload = &payload[..(payloadlen as usize).min(payload.len())];
-        Some((name, payload, flags & libc::MSG_TRUNC as u32 != 0))
     }
 
     /// Arm a multishot accept on the listening socket `fd`: each completion is a new
@@ -479,29 +480,23 @@ impl UringReactor {
         self.flush_removal()
     }
 
-    /// The bytes a completion left in provided buffer `bid`.
-    pub fn buffer(&self, bid: u16, len: usize) -> &[u8] {
-        match self.ring_of(bid) {
-            Some(b) => b.data(bid, len),
-            None => &[],
+    /// A read of the `(bid, len)`s completions named: its bytes stay in the buffers until copied
+    /// out, and the buffers go back to the kernel as they are emptied (see `RingRead`).
+    pub fn lease(&self, chunks: Vec<(u16, usize)>) -> Option<RingRead> {
+        let pool = self.pool_of(chunks.first()?.0)?;
+        Some(RingRead::new(pool.clone(), chunks))
+    }
+
+    /// Hand buffers back to the kernel (a buffer id names its ring).
+    pub fn recycle(&self, bids: &[u16]) {
+        for (pool, dgram) in [(&self.bufs, false), (&self.dgram_bufs, true)] {
+            if let Some(Ok(p)) = pool {
+                p.recycle(bids.iter().copied().filter(|&b| (b >= DGRAM_BID_BASE) == dgram));
+            }
         }
     }
 
-    /// Hand buffers back to the kernel; `publish` makes them visible.
-    pub fn recycle(&mut self, bid: u16) {
-        let ring = if bid >= DGRAM_BID_BASE { &mut self.dgram_bufs } else { &mut self.bufs };
-        if let Some(Ok(b)) = ring {
-            b.recycle(bid);
-        }
-    }
-
-    pub fn publish_buffers(&mut self) {
-        for b in [&mut self.bufs, &mut self.dgram_bufs].into_iter().flatten().flatten() {
-            b.publish();
-        }
-    }
-
-    fn ring_of(&self, bid: u16) -> Option<&BufRing> {
+    fn pool_of(&self, bid: u16) -> Option<&Arc<BufPool>> {
         match if bid >= DGRAM_BID_BASE { &self.dgram_bufs } else { &self.bufs } {
             Some(Ok(b)) => Some(b),
             _ => None,

@@ -11,6 +11,8 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyMemoryView};
 
+use crate::reactor::RingRead;
+
 /// asyncio's `max_size` for stream and datagram transports: the most one `recv` asks for.
 pub const MAX_READ: usize = 256 * 1024;
 
@@ -73,4 +75,24 @@ impl Drop for View {
         // views never outlive the method that made them.
         unsafe { ffi::PyBuffer_Release(&mut self.buf) };
     }
+}
+
+/// A read still in the loop's ring buffers, copied into one exact-size `bytes` (the buffers go
+/// back to the kernel as they are emptied).
+pub fn ring_read_bytes<'py>(py: Python<'py>, mut read: RingRead) -> PyResult<Bound<'py, PyBytes>> {
+    let total = read.len();
+    // Not PyBytes::new_with, which zero-fills the buffer before we overwrite all of it.
+    // SAFETY: a NULL source asks CPython for an uninitialised bytes of `total` bytes; the
+    // result is checked, and every byte is written below before Python can see it.
+    let raw = unsafe { ffi::PyBytes_FromStringAndSize(std::ptr::null(), total as ffi::Py_ssize_t) };
+    if raw.is_null() {
+        return Err(PyErr::fetch(py));
+    }
+    // SAFETY: `raw` is a new reference to a bytes object we own.
+    let bytes = unsafe { Bound::from_owned_ptr(py, raw) }.cast_into::<PyBytes>()?;
+    // SAFETY: the object's buffer holds `total` bytes and nothing else references it yet.
+    let dst = unsafe { std::slice::from_raw_parts_mut(ffi::PyBytes_AsString(raw) as *mut u8, total) };
+    let copied = read.copy_to(dst);
+    assert_eq!(copied, total, "a ring read copies out whole");
+    Ok(bytes)
 }

@@ -26,25 +26,25 @@ use pyo3::types::{PyBytes, PyString, PyTuple};
 use pyo3::{intern, PyTraverseError, PyVisit};
 
 use super::buffers::{is_bytes_like, with_scratch, View, MAX_READ};
+use super::reading::{stop_reading, ReadState};
 use crate::errors::os_error;
-use crate::loop_::core::{LoopCore, OpKind};
-use crate::loop_::gil_cell::GilCell;
+use crate::eventloop::core::LoopCore;
+use crate::eventloop::gil_cell::GilCell;
+use crate::reactor::{recvmsg_parts, OpKind};
 
-
-struct St {
+struct DatagramState {
     transport: Option<Py<PyAny>>,
     datagram_received: Option<Py<PyAny>>,
     error_received: Option<Py<PyAny>>,
-    reading: bool,
-    /// The multishot recvmsg reading for us (io_uring); `None` while reading on readiness.
-    recv_token: Option<u64>,
+    /// Reading is on, and through what (io_uring: the multishot recvmsg).
+    read: ReadState,
 }
 
 #[pyclass(module = "ringloop._core", frozen, weakref)]
 pub struct DatagramIO {
     fd: RawFd,
     loop_: Py<LoopCore>,
-    st: GilCell<St>,
+    st: GilCell<DatagramState>,
 }
 
 /// The address of a received datagram, as `socket.recvfrom` returns it.
@@ -126,6 +126,18 @@ fn parse_address(addr: &Bound<'_, PyAny>) -> Option<(libc::sockaddr_storage, lib
     Some((ss, std::mem::size_of::<libc::sockaddr_in6>() as libc::socklen_t))
 }
 
+/// A received datagram's payload as `bytes`, the sender's address, and whether the kernel
+/// truncated it; `None` if the buffer does not parse.
+fn datagram_parts(py: Python<'_>, buf: &[u8]) -> Option<(Py<PyBytes>, libc::sockaddr_storage, bool)> {
+    let (name, payload, truncated) = recvmsg_parts(buf)?;
+    // SAFETY: sockaddr_storage is plain data; all-zero is valid (family AF_UNSPEC).
+    let mut sa: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let n = name.len().min(std::mem::size_of::<libc::sockaddr_storage>());
+    // SAFETY: both regions are at least `n` bytes and do not overlap.
+    unsafe { std::ptr::copy_nonoverlapping(name.as_ptr(), (&mut sa as *mut libc::sockaddr_storage).cast::<u8>(), n) };
+    Some((PyBytes::new(py, payload).unbind(), sa, truncated))
+}
+
 /// (transport, `datagram_received`, `error_received`).
 type Callbacks = (Py<PyAny>, Py<PyAny>, Py<PyAny>);
 
@@ -144,7 +156,7 @@ impl DatagramIO {
     #[new]
     fn py_new(loop_: &Bound<'_, PyAny>, fd: RawFd, transport: Py<PyAny>) -> PyResult<Self> {
         let loop_ = loop_.cast::<LoopCore>()?.clone().unbind();
-        let st = St { transport: Some(transport), datagram_received: None, error_received: None, reading: false, recv_token: None };
+        let st = DatagramState { transport: Some(transport), datagram_received: None, error_received: None, read: ReadState::default() };
         Ok(DatagramIO { fd, loop_, st: GilCell::new(st) })
     }
 
@@ -154,45 +166,36 @@ impl DatagramIO {
         let this = slf.get();
         {
             let mut st = this.st.borrow_mut(py)?;
-            if st.reading || st.transport.is_none() {
+            if st.read.on || st.transport.is_none() {
                 return Ok(());
             }
-            st.reading = true;
+            st.read.on = true;
         }
         let on_datagram = slf.getattr(intern!(py, "_on_datagram"))?.unbind();
         let token = LoopCore::read_start(this.loop_.bind(py), this.fd, OpKind::RecvMsg, on_datagram, slf.as_any())?;
-        this.st.borrow_mut(py)?.recv_token = token;
+        this.st.borrow_mut(py)?.read.token = token;
         Ok(())
     }
 
     /// Stop reading. A multishot recvmsg is cancelled before this returns (it holds a
     /// reference to the socket's file, so the socket may be closed right after).
     fn stop_reading(slf: &Bound<'_, Self>) -> PyResult<()> {
-        let py = slf.py();
         let this = slf.get();
-        let token = {
-            let mut st = this.st.borrow_mut(py)?;
-            if !st.reading {
-                return Ok(());
-            }
-            st.reading = false;
-            st.recv_token.take()
-        };
-        LoopCore::read_stop(this.loop_.bind(py), this.fd, token)
+        stop_reading(this.loop_.bind(slf.py()), this.fd, &this.st, |st| &mut st.read)
     }
 
     #[getter]
     fn reading(&self, py: Python<'_>) -> PyResult<bool> {
-        Ok(self.st.borrow(py)?.reading)
+        Ok(self.st.borrow(py)?.read.on)
     }
 
     /// One completion of the multishot recvmsg: a datagram (`n > 0`, taken from the loop's
-    /// ring, see `LoopCore::take_datagram`) or `-errno`.
+    /// ring, see `LoopCore::take_read`) or `-errno`.
     fn _on_datagram(&self, py: Python<'_>, item: i64) -> PyResult<()> {
         // Taken first, whatever happens next: its buffer must go back to the ring.
         let datagram = if item > 0 {
-            match LoopCore::take_datagram(self.loop_.bind(py), item)? {
-                Some(d) => Some(d),
+            match LoopCore::take_read(self.loop_.bind(py), item)? {
+                Some(read) => read.with_single(|buf| datagram_parts(py, buf)),
                 None => return Ok(()),
             }
         } else {
@@ -200,7 +203,7 @@ impl DatagramIO {
         };
         let Some((transport, received, error)) = self.callbacks(py)? else { return Ok(()) };
         let lost: u64 = transport.getattr(py, intern!(py, "_conn_lost"))?.extract(py)?;
-        if lost > 0 || !self.st.borrow(py)?.reading {
+        if lost > 0 || !self.st.borrow(py)?.read.on {
             return Ok(());
         }
         match datagram {

@@ -14,4 +14,5 @@
 
 pub mod buffers;
 pub mod datagram;
+pub mod reading;
 pub mod stream;

@@ -44,16 +44,18 @@ use std::os::fd::RawFd;
 use pyo3::exceptions::{PyKeyboardInterrupt, PyRuntimeError, PySystemExit, PyTypeError};
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::sync::PyOnceLock;
 use pyo3::types::PyBytes;
 use pyo3::{intern, PyTraverseError, PyVisit};
 
-use super::buffers::{is_bytes_like, with_scratch, View, MAX_READ};
+use super::buffers::{is_bytes_like, ring_read_bytes, with_scratch, View, MAX_READ};
+use super::reading::{stop_reading, ReadState};
 use crate::errors::os_error;
-use crate::loop_::core::{LoopCore, OpKind, PendingRead};
-use crate::loop_::gil_cell::GilCell;
-use crate::loop_::handle::Args;
+use crate::eventloop::core::LoopCore;
+use crate::eventloop::gil_cell::GilCell;
+use crate::eventloop::handle::Args;
+use crate::eventloop::iteration::FlushAtEnd;
 use crate::reactor::sys::bytes_waiting;
+use crate::reactor::{OpKind, RingRead};
 
 /// Writes this large to an idle transport go out at once even after the iteration's first:
 /// coalescing saves a syscall that is small next to copying them, while holding them until
@@ -103,7 +105,7 @@ impl Sink {
     }
 }
 
-struct St {
+struct StreamState {
     transport: Option<Py<PyAny>>,
     sink: Sink,
     wbuf: VecDeque<Py<PyBytes>>,
@@ -124,10 +126,8 @@ struct St {
     sendfile_busy: bool,
     watch_drain: bool,
     detached: bool,
-    /// Reading is on (asyncio: the reader is registered).
-    reading: bool,
-    /// io_uring: the multishot recv feeding `_on_recv`; `None` when reading on readiness.
-    recv_token: Option<u64>,
+    /// Reading is on, and through what (io_uring: the multishot recv feeding `_on_recv`).
+    read: ReadState,
     /// io_uring: reads are large, so this transport reads on readiness (see `BULK_READ`).
     bulk: bool,
     /// Going bulk: the multishot recv was stopped and still delivers what it read;
@@ -148,21 +148,11 @@ struct St {
 pub struct StreamIO {
     fd: RawFd,
     loop_: Py<LoopCore>,
-    st: GilCell<St>,
+    st: GilCell<StreamState>,
 }
 
 fn is_fatal_to_loop(py: Python<'_>, e: &PyErr) -> bool {
     e.is_instance_of::<PyKeyboardInterrupt>(py) || e.is_instance_of::<PySystemExit>(py)
-}
-
-fn logger(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
-    static LOGGER: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
-    LOGGER.import(py, "asyncio.log", "logger")
-}
-
-fn buffered_protocol_type(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
-    static T: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
-    T.import(py, "asyncio", "BufferedProtocol")
 }
 
 /// asyncio's type check of `write`'s argument, with its message.
@@ -203,7 +193,7 @@ fn send_now(fd: RawFd, data: &[u8]) -> Sent {
     }
 }
 
-impl St {
+impl StreamState {
     fn push(&mut self, py: Python<'_>, b: Py<PyBytes>) {
         self.size += b.bind(py).as_bytes().len();
         self.wbuf.push_back(b);
@@ -413,7 +403,7 @@ impl StreamIO {
             st.conn_lost += 1;
             drop(st);
             if warn {
-                logger(py)?.call_method1(intern!(py, "warning"), ("socket.send() raised exception.",))?;
+                crate::py::asyncio_logger(py)?.call_method1(intern!(py, "warning"), ("socket.send() raised exception.",))?;
             }
             return Ok(false);
         }
@@ -525,7 +515,7 @@ impl StreamIO {
                 return Ok(());
             }
             st.small_reads = if n < SMALL_READ { st.small_reads + 1 } else { 0 };
-            let back = st.small_reads >= SMALL_READS_BACK && st.reading && !st.switching && !st.detached && st.conn_lost == 0;
+            let back = st.small_reads >= SMALL_READS_BACK && st.read.on && !st.switching && !st.detached && st.conn_lost == 0;
             if back {
                 st.bulk = false;
                 st.small_reads = 0;
@@ -546,7 +536,7 @@ impl StreamIO {
         let this = slf.get();
         let on_recv = slf.getattr(intern!(py, "_on_recv"))?.unbind();
         let token = LoopCore::read_start(this.loop_.bind(py), this.fd, OpKind::Recv, on_recv, slf.as_any())?;
-        this.st.borrow_mut(py)?.recv_token = token;
+        this.st.borrow_mut(py)?.read.token = token;
         Ok(())
     }
 
@@ -567,10 +557,10 @@ impl StreamIO {
         let this = slf.get();
         let token = {
             let mut st = this.st.borrow_mut(py)?;
-            if !st.reading || st.switching || st.detached || st.conn_lost > 0 {
+            if !st.read.on || st.switching || st.detached || st.conn_lost > 0 {
                 return Ok(());
             }
-            let Some(token) = st.recv_token.take() else { return Ok(()) };
+            let Some(token) = st.read.token.take() else { return Ok(()) };
             st.bulk = true;
             st.switching = true;
             st.small_reads = 0;
@@ -664,15 +654,15 @@ impl StreamIO {
                 // SAFETY: the writable export holds `len` bytes at `ptr` while `view` lives, and
                 // no Python code runs until it is dropped.
                 let dst = unsafe { std::slice::from_raw_parts_mut(view.ptr(), view.len()) };
-                src.copy_to(py, dst)?
+                src.copy_to(dst)
             };
             if n == 0 {
-                break; // the loop closed under a pending read
+                break; // nothing copied into a non-empty buffer: cannot happen, never spin
             }
             if let Err(e) = buffer_updated.call1(py, (n,)) {
                 return self.fatal(py, e, "Fatal error: protocol.buffer_updated() call failed.");
             }
-            if !self.st.borrow(py)?.reading {
+            if !self.st.borrow(py)?.read.on {
                 // The protocol paused reading (or closed) in buffer_updated: keep the rest.
                 if let Some(left) = src.into_rest(py)? {
                     self.st.borrow_mut(py)?.pending.push_front(left);
@@ -688,7 +678,7 @@ impl StreamIO {
         let py = slf.py();
         {
             let mut st = slf.get().st.borrow_mut(py)?;
-            if !st.reading || st.pending.is_empty() || st.drain_scheduled {
+            if !st.read.on || st.pending.is_empty() || st.drain_scheduled {
                 return Ok(());
             }
             st.drain_scheduled = true;
@@ -714,6 +704,12 @@ impl StreamIO {
     }
 }
 
+impl FlushAtEnd for StreamIO {
+    fn flush_at_end(slf: &Bound<'_, Self>) -> PyResult<()> {
+        StreamIO::flush(slf)
+    }
+}
+
 #[pymethods]
 impl StreamIO {
     #[new]
@@ -722,7 +718,7 @@ impl StreamIO {
         Ok(StreamIO {
             fd,
             loop_,
-            st: GilCell::new(St {
+            st: GilCell::new(StreamState {
                 transport: Some(transport),
                 sink: Sink::None,
                 wbuf: VecDeque::new(),
@@ -739,8 +735,7 @@ impl StreamIO {
                 sendfile_busy: false,
                 watch_drain: false,
                 detached: false,
-                reading: false,
-                recv_token: None,
+                read: ReadState::default(),
                 bulk: false,
                 switching: false,
                 small_reads: 0,
@@ -754,7 +749,7 @@ impl StreamIO {
     /// Pick how reads reach `protocol`: `get_buffer`/`buffer_updated` for a
     /// `BufferedProtocol`, else `data_received` (looked up once here, not per read).
     fn set_protocol(&self, py: Python<'_>, protocol: &Bound<'_, PyAny>) -> PyResult<()> {
-        let sink = if protocol.is_instance(buffered_protocol_type(py)?)? {
+        let sink = if protocol.is_instance(crate::py::buffered_protocol(py)?)? {
             Sink::Buffered {
                 get_buffer: protocol.getattr(intern!(py, "get_buffer"))?.unbind(),
                 buffer_updated: protocol.getattr(intern!(py, "buffer_updated"))?.unbind(),
@@ -791,10 +786,10 @@ impl StreamIO {
         let py = slf.py();
         let (switching, bulk) = {
             let mut st = slf.get().st.borrow_mut(py)?;
-            if st.reading || st.detached || st.conn_lost > 0 {
+            if st.read.on || st.detached || st.conn_lost > 0 {
                 return Ok(());
             }
-            st.reading = true;
+            st.read.on = true;
             (st.switching, st.bulk)
         };
         Self::schedule_drain(slf)?;
@@ -816,7 +811,7 @@ impl StreamIO {
         loop {
             let (item, sink) = {
                 let mut st = this.st.borrow_mut(py)?;
-                if !st.reading || st.conn_lost > 0 || st.detached {
+                if !st.read.on || st.conn_lost > 0 || st.detached {
                     return Ok(());
                 }
                 let Some(item) = st.pending.pop_front() else { return Ok(()) };
@@ -842,7 +837,7 @@ impl StreamIO {
         let install = {
             let mut st = this.st.borrow_mut(py)?;
             st.switching = false;
-            st.reading && !st.detached && st.conn_lost == 0
+            st.read.on && !st.detached && st.conn_lost == 0
         };
         if install {
             Self::read_on_readiness(slf)?;
@@ -856,7 +851,7 @@ impl StreamIO {
         let st = self.st.borrow(py)?;
         Ok(if st.switching {
             "switching"
-        } else if st.recv_token.is_some() {
+        } else if st.read.token.is_some() {
             "multishot"
         } else {
             "readiness"
@@ -866,22 +861,13 @@ impl StreamIO {
     /// Stop reading (pause, close, EOF kept open). On io_uring the recv is cancelled before
     /// this returns, so the socket may be closed right after.
     fn stop_reading(slf: &Bound<'_, Self>) -> PyResult<()> {
-        let py = slf.py();
         let this = slf.get();
-        let token = {
-            let mut st = this.st.borrow_mut(py)?;
-            if !st.reading {
-                return Ok(());
-            }
-            st.reading = false;
-            st.recv_token.take()
-        };
-        LoopCore::read_stop(this.loop_.bind(py), this.fd, token)
+        stop_reading(this.loop_.bind(slf.py()), this.fd, &this.st, |st| &mut st.read)
     }
 
     #[getter]
     fn reading(&self, py: Python<'_>) -> PyResult<bool> {
-        Ok(self.st.borrow(py)?.reading)
+        Ok(self.st.borrow(py)?.read.on)
     }
 
     /// One completion of the multishot recv: a pending read (`n > 0`: its bytes are taken from
@@ -902,14 +888,11 @@ impl StreamIO {
             if st.conn_lost > 0 || st.detached {
                 return Ok(());
             }
-            (st.reading && st.pending.is_empty(), st.sink.clone_ref(py))
+            (st.read.on && st.pending.is_empty(), st.sink.clone_ref(py))
         };
         if !direct {
             let kept = match read {
-                Some(r) => match r.into_bytes(py)? {
-                    Some(b) => b.into_any().unbind(),
-                    None => return Ok(()),
-                },
+                Some(r) => ring_read_bytes(py, r)?.into_any().unbind(),
                 None => item.unbind(),
             };
             this.st.borrow_mut(py)?.pending.push_back(kept);
@@ -923,9 +906,8 @@ impl StreamIO {
             // Straight from the ring buffers into the protocol's buffer: no `bytes` between.
             Sink::Buffered { get_buffer, buffer_updated } => this.feed_buffered(py, Source::Read(r), &get_buffer, &buffer_updated)?,
             Sink::Data(cb) => {
-                if let Some(b) = r.into_bytes(py)? {
-                    this.to_data_received(py, &cb, &b)?;
-                }
+                let b = ring_read_bytes(py, r)?;
+                this.to_data_received(py, &cb, &b)?;
             }
         }
         Self::maybe_go_bulk(slf, n)
@@ -1083,7 +1065,7 @@ impl StreamIO {
 /// paused, or a read still in the loop's ring buffers.
 enum Source<'a> {
     Bytes(&'a [u8]),
-    Read(PendingRead),
+    Read(RingRead),
 }
 
 impl Source<'_> {
@@ -1094,15 +1076,15 @@ impl Source<'_> {
         }
     }
 
-    fn copy_to(&mut self, py: Python<'_>, dst: &mut [u8]) -> PyResult<usize> {
+    fn copy_to(&mut self, dst: &mut [u8]) -> usize {
         match self {
             Source::Bytes(b) => {
                 let n = dst.len().min(b.len());
                 dst[..n].copy_from_slice(&b[..n]);
                 *b = &b[n..];
-                Ok(n)
+                n
             }
-            Source::Read(r) => r.copy_to(py, dst),
+            Source::Read(r) => r.copy_to(dst),
         }
     }
 
@@ -1113,7 +1095,7 @@ impl Source<'_> {
         }
         Ok(match self {
             Source::Bytes(b) => Some(PyBytes::new(py, b).into_any().unbind()),
-            Source::Read(r) => r.into_bytes(py)?.map(|b| b.into_any().unbind()),
+            Source::Read(r) => Some(ring_read_bytes(py, r)?.into_any().unbind()),
         })
     }
 }

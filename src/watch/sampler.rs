@@ -34,7 +34,7 @@ use std::time::Duration;
 
 use pyo3::ffi;
 
-use crate::loop_::core::SliceClock;
+use super::slice::SliceClock;
 use crate::reactor::sys::{monotonic_ns, syscall};
 
 type DumpFn = unsafe extern "C" fn(c_int, *mut ffi::PyThreadState);

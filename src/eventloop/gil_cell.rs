@@ -56,3 +56,9 @@ impl<T> GilCell<T> {
         self.0.try_borrow_mut().ok()
     }
 }
+
+impl<T: Default> Default for GilCell<T> {
+    fn default() -> Self {
+        GilCell::new(T::default())
+    }
+}

@@ -12,6 +12,7 @@
 //! does not keep large objects alive until it reaches the top of the heap.
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use pyo3::exceptions::{PyKeyboardInterrupt, PySystemExit};
 use pyo3::ffi;
@@ -20,14 +21,16 @@ use pyo3::pyclass::CompareOp;
 use pyo3::types::{PyBool, PyDict, PyTuple};
 use pyo3::{PyTraverseError, PyVisit};
 
-use super::core::LoopCore;
 use super::gil_cell::GilCell;
+use super::timers::CancelCount;
 
 pub struct TimerInfo {
     pub when_ns: u64,
     pub when: f64,
     /// In the loop's heap (asyncio's `_scheduled`): cancelling counts towards a sweep only then.
     pub scheduled: AtomicBool,
+    /// The heap's count of cancelled timers, bumped by a cancel while `scheduled`.
+    pub heap_cancels: Arc<CancelCount>,
 }
 
 /// A callback's positional arguments.
@@ -161,9 +164,7 @@ impl HandleCore {
         }
         if let Some(t) = &self.timer {
             if t.scheduled.load(Ordering::Relaxed) {
-                if let Ok(core) = self.loop_.bind(py).cast::<LoopCore>() {
-                    core.get().timer_cancelled(py)?;
-                }
+                t.heap_cancels.add();
             }
         }
         Ok(self.cb.borrow_mut(py)?.take())
@@ -318,8 +319,7 @@ macro_rules! handle_pymethods {
             }
 
             fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
-                let f = slf.py().import("ringloop._handles")?.getattr("handle_repr")?;
-                f.call1((slf,))?.extract()
+                crate::py::handle_repr(slf.py())?.call1((slf,))?.extract()
             }
 
             fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {

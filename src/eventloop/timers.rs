@@ -4,9 +4,32 @@
 //! scheduled (asyncio's `heapq` of `TimerHandle`s gives no such promise; FIFO is strictly
 //! better and what users assume). Cancelled timers are removed lazily, like asyncio: popped when
 //! they reach the top, or swept in one pass when they outnumber live ones.
+//!
+//! How many scheduled timers are cancelled is a `CancelCount` the heap shares with its timer
+//! handles: a handle counts its own cancel, so handles never need the loop (no import circle).
 
 use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;
+use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
+use std::sync::Arc;
+
+/// Cancelled timers still in the heap; shared by the heap and its timer handles.
+#[derive(Default)]
+pub struct CancelCount(AtomicUsize);
+
+impl CancelCount {
+    pub fn add(&self) {
+        self.0.fetch_add(1, AtomicOrdering::Relaxed);
+    }
+
+    fn get(&self) -> usize {
+        self.0.load(AtomicOrdering::Relaxed)
+    }
+
+    fn set(&self, n: usize) {
+        self.0.store(n, AtomicOrdering::Relaxed);
+    }
+}
 
 struct Entry<T> {
     when: u64,
@@ -37,12 +60,12 @@ const SWEEP_MIN: usize = 100;
 pub struct TimerHeap<T> {
     heap: BinaryHeap<Reverse<Entry<T>>>,
     seq: u64,
-    cancelled: usize,
+    cancelled: Arc<CancelCount>,
 }
 
 impl<T> Default for TimerHeap<T> {
     fn default() -> Self {
-        TimerHeap { heap: BinaryHeap::new(), seq: 0, cancelled: 0 }
+        TimerHeap { heap: BinaryHeap::new(), seq: 0, cancelled: Arc::default() }
     }
 }
 
@@ -82,33 +105,34 @@ impl<T> TimerHeap<T> {
         self.heap.pop().map(|e| e.0.item)
     }
 
-    pub fn note_cancelled(&mut self) {
-        self.cancelled += 1;
+    /// The counter a timer handle bumps when it is cancelled while in this heap.
+    pub fn cancel_count(&self) -> Arc<CancelCount> {
+        self.cancelled.clone()
     }
 
     pub fn note_removed_cancelled(&mut self) {
-        self.cancelled = self.cancelled.saturating_sub(1);
+        self.cancelled.set(self.cancelled.get().saturating_sub(1));
     }
 
     pub fn cancelled(&self) -> usize {
-        self.cancelled
+        self.cancelled.get()
     }
 
     /// If cancelled timers dominate, remove every item for which `is_cancelled` holds and
     /// return them (the caller drops them outside its borrows: dropping may run Python code).
     pub fn sweep(&mut self, is_cancelled: impl Fn(&T) -> bool) -> Vec<T> {
-        if self.heap.len() <= SWEEP_MIN || self.cancelled * 2 <= self.heap.len() {
+        if self.heap.len() <= SWEEP_MIN || self.cancelled.get() * 2 <= self.heap.len() {
             return Vec::new();
         }
         let (dead, live): (Vec<_>, Vec<_>) =
             std::mem::take(&mut self.heap).into_vec().into_iter().partition(|e| is_cancelled(&e.0.item));
         self.heap = BinaryHeap::from(live);
-        self.cancelled = 0;
+        self.cancelled.set(0);
         dead.into_iter().map(|e| e.0.item).collect()
     }
 
     pub fn drain(&mut self) -> Vec<T> {
-        self.cancelled = 0;
+        self.cancelled.set(0);
         std::mem::take(&mut self.heap).into_vec().into_iter().map(|e| e.0.item).collect()
     }
 
@@ -146,11 +170,12 @@ mod tests {
         for i in 0..200u64 {
             h.push(i, i);
         }
+        let count = h.cancel_count();
         for _ in 0..100 {
-            h.note_cancelled();
+            count.add();
         }
         assert!(h.sweep(|x| x % 2 == 0).is_empty(), "exactly half: no sweep");
-        h.note_cancelled();
+        count.add();
         let dead = h.sweep(|x| x % 2 == 0);
         assert_eq!(dead.len(), 100);
         assert_eq!(h.len(), 100);
