@@ -14,29 +14,15 @@
 use std::os::fd::RawFd;
 
 use pyo3::prelude::*;
-use pyo3::{intern, IntoPyObjectExt, PyTraverseError, PyVisit};
+use pyo3::{intern, IntoPyObjectExt};
 
-use super::core::LoopCore;
+use super::core::{LoopCore, OpCallback};
 use super::handle::{Args, Handle, HandleCore};
 use super::router::Item;
 use super::schedule::context_or_copy;
 use crate::errors::os_error;
 use crate::reactor::sys::bytes_waiting;
 use crate::reactor::{OpKind, RingRead};
-
-/// Who gets an operation's completions: the callback and the context it runs in (copied when
-/// the operation started, as asyncio's reader handle copies it).
-pub struct OpCallback {
-    callback: Py<PyAny>,
-    context: Py<PyAny>,
-}
-
-impl OpCallback {
-    pub(crate) fn traverse(&self, visit: &PyVisit<'_>) -> Result<(), PyTraverseError> {
-        visit.call(&self.callback)?;
-        visit.call(&self.context)
-    }
-}
 
 impl LoopCore {
     /// Start a transport reading `fd`: with a multishot operation of `kind` (`Recv` for a

@@ -25,11 +25,10 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 use pyo3::{PyTraverseError, PyVisit};
 
-use super::completions::OpCallback;
-use super::fd_registry::FdRegistry;
+use super::fd_table::FdRegistry;
+use super::flush::FlushEntry;
 use super::gil_cell::GilCell;
 use super::handle::{AnyHandle, TimerHandle};
-use super::iteration::FlushEntry;
 use super::router::Router;
 use super::timers::TimerHeap;
 use crate::errors::os_error;
@@ -37,6 +36,20 @@ use crate::reactor::{Choice, Event, OpCompletion, Reactor, Waker};
 use crate::watch::audit::Recorded;
 use crate::watch::sampler::{Sampler, ThreadStateCell};
 use crate::watch::slice::{SliceClock, SliceStats};
+
+/// Who gets an operation's completions: the callback and the context it runs in (copied when
+/// the operation started, as asyncio's reader handle copies it).
+pub struct OpCallback {
+    pub(crate) callback: Py<PyAny>,
+    pub(crate) context: Py<PyAny>,
+}
+
+impl OpCallback {
+    pub(crate) fn traverse(&self, visit: &PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.callback)?;
+        visit.call(&self.context)
+    }
+}
 
 /// The callbacks waiting to run: the ready queue and the timer heap.
 #[derive(Default)]
@@ -91,7 +104,7 @@ pub struct LoopCore {
     /// Counts `_run_once` calls: a stream transport sends directly at most once per iteration
     /// and coalesces its later writes (see `transport::stream`).
     pub(crate) iteration: AtomicU64,
-    /// Writes to send once this iteration's callbacks ran (see `iteration::FlushAtEnd`).
+    /// Writes to send once this iteration's callbacks ran (see `flush::FlushAtEnd`).
     pub(crate) flush: GilCell<Vec<FlushEntry>>,
     /// `flush` is not empty: one plain load per iteration instead of a borrow.
     pub(crate) flush_pending: AtomicBool,

@@ -8,17 +8,17 @@
 //!    `call_later(0)` runs after callbacks that were already queued);
 //! 3. run exactly the callbacks queued so far — anything they schedule, and the deliveries the
 //!    router put `later` (an EOF behind data), run next iteration;
-//! 4. flush: everything that coalesced writes during the iteration (`FlushAtEnd`) sends them,
-//!    one `sendmsg` each.
+//! 4. flush: everything that coalesced writes during the iteration (`flush::FlushAtEnd`)
+//!    sends them, one `sendmsg` each.
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use pyo3::PyClass;
 
 use super::core::{closed_error, LoopCore};
+use super::flush::{FlushAtEnd, FlushEntry};
 use super::handle::AnyHandle;
 use crate::errors::os_error;
 use crate::reactor::sys::monotonic_ns;
@@ -28,37 +28,11 @@ use crate::watch::slice::set_in_slice;
 /// asyncio's MAXIMUM_SELECT_TIMEOUT: never sleep longer than a day in one wait.
 const MAX_WAIT: Duration = Duration::from_secs(24 * 3600);
 
-/// Something that coalesces writes during an iteration and sends them once its callbacks ran:
-/// a stream transport, and later an HTTP connection. The loop owns the list (see
-/// `LoopCore::queue_flush`); it knows nothing else of what it flushes.
-pub trait FlushAtEnd: PyClass {
-    /// Send what was coalesced. An error goes to the loop's exception handler, as asyncio does
-    /// with an exception from a writer callback (`KeyboardInterrupt`/`SystemExit` leave the
-    /// loop).
-    fn flush_at_end(slf: &Bound<'_, Self>) -> PyResult<()>;
-}
-
-/// One entry of the flush list: the object, and its type's `flush_at_end`.
-pub(crate) struct FlushEntry {
-    obj: Py<PyAny>,
-    flush: fn(&Bound<'_, PyAny>) -> PyResult<()>,
-}
-
-impl FlushEntry {
-    pub(crate) fn object(&self) -> &Py<PyAny> {
-        &self.obj
-    }
-}
-
-fn flush_as<T: FlushAtEnd>(obj: &Bound<'_, PyAny>) -> PyResult<()> {
-    T::flush_at_end(obj.cast::<T>()?)
-}
-
 impl LoopCore {
     /// Queue `obj`'s coalesced writes for the end of this iteration.
     pub(crate) fn queue_flush<T: FlushAtEnd>(slf: &Bound<'_, Self>, obj: Py<T>) -> PyResult<()> {
         let this = slf.get();
-        this.flush.borrow_mut(slf.py())?.push(FlushEntry { obj: obj.into_any(), flush: flush_as::<T> });
+        this.flush.borrow_mut(slf.py())?.push(FlushEntry::new(obj));
         this.flush_pending.store(true, Ordering::Relaxed);
         Ok(())
     }

@@ -7,6 +7,8 @@ pub mod completions;
 pub mod core;
 pub mod fastcall;
 pub mod fd_registry;
+pub mod fd_table;
+pub mod flush;
 pub mod gil_cell;
 pub mod handle;
 pub mod iteration;

@@ -10,8 +10,8 @@ use std::os::fd::RawFd;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::sys::{fork_generation, syscall, Waker};
-use super::{timeout_ms_ceil, Event};
+use super::event::Event;
+use super::sys::{check_fork, fork_generation, syscall, timeout_ms_ceil, Waker};
 
 /// `epoll_event.u64` value reserved for the waker; user fds are stored as their number.
 const WAKER_TOKEN: u64 = u64::MAX;
@@ -56,10 +56,7 @@ impl EpollReactor {
     }
 
     fn check_fork(&self) -> io::Result<()> {
-        if self.fork_gen != fork_generation() {
-            return Err(super::uring::forked_error());
-        }
-        Ok(())
+        check_fork(self.fork_gen)
     }
 
     pub fn set_interest(&mut self, fd: RawFd, readable: bool, writable: bool) -> io::Result<()> {

@@ -28,6 +28,7 @@
 
 pub mod bufring;
 pub mod epoll;
+pub mod event;
 pub mod sys;
 pub mod uring;
 
@@ -37,20 +38,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use bufring::RingRead;
-pub use sys::Waker;
-pub use uring::{recvmsg_parts, OpCompletion};
-
-/// What a multishot operation does (see the module docs).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OpKind {
-    /// A stream socket's `recv` into provided buffers.
-    Recv,
-    /// A listening socket's `accept`: each completion is a new fd (non-blocking, close-on-exec).
-    Accept,
-    /// A datagram socket's `recvmsg`: each completion is one datagram with its sender
-    /// (`recvmsg_parts` reads the buffer).
-    RecvMsg,
-}
+pub use event::{Event, OpCompletion, OpKind};
+pub use sys::{timeout_ms_ceil, Waker};
+pub use uring::recvmsg_parts;
 
 /// The token of an operation on `fd` in generation `gen`: every completion carries it, and a
 /// new generation per operation keeps completions of an older one on the same fd apart.
@@ -61,14 +51,6 @@ pub fn op_token(fd: RawFd, gen: u32) -> u64 {
 /// The fd an operation token names.
 pub fn op_fd(token: u64) -> RawFd {
     uring::op_token_parts(token).0
-}
-
-/// One ready file descriptor, as reported by `poll`.
-#[derive(Debug, Clone, Copy)]
-pub struct Event {
-    pub fd: RawFd,
-    pub readable: bool,
-    pub writable: bool,
 }
 
 /// Which backend the user asked for (`RINGLOOP_BACKEND` or `Loop(backend=...)`).
@@ -209,19 +191,6 @@ pub fn io_uring_available() -> (bool, String) {
     match Waker::new().and_then(|w| uring::UringReactor::new(Arc::new(w), false)) {
         Ok(_) => (true, String::new()),
         Err(e) => (false, e.to_string()),
-    }
-}
-
-/// Round a timeout up to whole milliseconds for epoll: rounding down would wake the loop
-/// before its earliest timer and cost a spurious iteration; timers must never fire early.
-pub fn timeout_ms_ceil(timeout: Option<Duration>) -> i32 {
-    match timeout {
-        None => -1,
-        Some(d) => {
-            let ns = d.as_nanos();
-            let ms = ns.div_ceil(1_000_000);
-            ms.min(i32::MAX as u128) as i32
-        }
     }
 }
 

@@ -127,3 +127,33 @@ impl Drop for Waker {
         self.close();
     }
 }
+
+/// `Err` in a process forked since `made_in` (a `fork_generation()`): a child must never use
+/// the parent's ring or epoll set (see `forked_error`).
+pub(crate) fn check_fork(made_in: u64) -> std::io::Result<()> {
+    if made_in != fork_generation() {
+        return Err(forked_error());
+    }
+    Ok(())
+}
+
+/// The error every entry point of a reactor returns in a forked child (see `fork_generation`).
+pub(crate) fn forked_error() -> io::Error {
+    io::Error::other(
+        "this event loop was created in another process: it cannot be used after fork(); \
+         create a new event loop in the child",
+    )
+}
+
+/// Round a timeout up to whole milliseconds for epoll: rounding down would wake the loop
+/// before its earliest timer and cost a spurious iteration; timers must never fire early.
+pub fn timeout_ms_ceil(timeout: Option<std::time::Duration>) -> i32 {
+    match timeout {
+        None => -1,
+        Some(d) => {
+            let ns = d.as_nanos();
+            let ms = ns.div_ceil(1_000_000);
+            ms.min(i32::MAX as u128) as i32
+        }
+    }
+}

@@ -40,8 +40,8 @@ use std::time::Duration;
 use io_uring::{cqueue, opcode, squeue, types, IoUring, Probe};
 
 use super::bufring::{BufPool, BufRing, RingRead};
-use super::sys::{check_pollable, fork_generation, Waker};
-use super::Event;
+use super::sys::{check_fork, check_pollable, fork_generation, Waker};
+use super::event::{Event, OpCompletion};
 
 const WAKER_TOKEN: u64 = u64::MAX;
 /// Completions of `POLL_REMOVE`/`ASYNC_CANCEL` requests themselves: nothing to do with them.
@@ -110,16 +110,6 @@ pub fn op_token_parts(token: u64) -> (RawFd, u32) {
     (token as u32 as RawFd, ((token >> 32) as u32) & GEN_MASK)
 }
 
-/// One completion of an operation (not a poll): what the kernel returned, and the provided
-/// buffer it filled, if any. The buffer must be handed back with `recycle`.
-#[derive(Debug, Clone, Copy)]
-pub struct OpCompletion {
-    pub token: u64,
-    pub res: i32,
-    pub more: bool,
-    pub bid: Option<u16>,
-}
-
 /// A multishot recvmsg buffer's parts: the sender's address bytes (as much as the kernel gave,
 /// at most `RECVMSG_NAMELEN`), the payload, and whether the datagram was larger than the buffer
 /// (MSG_TRUNC). `None` if the buffer does not parse.
@@ -134,13 +124,6 @@ pub fn recvmsg_parts(buf: &[u8]) -> Option<(&[u8], &[u8], bool)> {
     let payload = buf.get(HDR + room..)?;
     let payload = &payload[..(payloadlen as usize).min(payload.len())];
     Some((name, payload, flags & libc::MSG_TRUNC as u32 != 0))
-}
-
-pub(crate) fn forked_error() -> io::Error {
-    io::Error::other(
-        "this event loop was created in another process: it cannot be used after fork(); \
-         create a new event loop in the child",
-    )
 }
 
 #[derive(Debug, Default)]
@@ -327,10 +310,7 @@ impl UringReactor {
     }
 
     fn check_fork(&self) -> io::Result<()> {
-        if self.fork_gen != fork_generation() {
-            return Err(forked_error());
-        }
-        Ok(())
+        check_fork(self.fork_gen)
     }
 
     pub fn set_interest(&mut self, fd: RawFd, readable: bool, writable: bool) -> io::Result<()> {
