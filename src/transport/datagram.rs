@@ -26,7 +26,7 @@ use pyo3::types::{PyBytes, PyString, PyTuple};
 use pyo3::{intern, PyTraverseError, PyVisit};
 
 use super::buffers::{is_bytes_like, with_scratch, View, MAX_READ};
-use super::reading::{stop_reading, ReadState};
+use super::reading::{reading_pymethods, ReadState};
 use crate::errors::os_error;
 use crate::eventloop::core::LoopCore;
 use crate::eventloop::gil_cell::GilCell;
@@ -151,6 +151,8 @@ impl DatagramIO {
     }
 }
 
+reading_pymethods!(DatagramIO);
+
 #[pymethods]
 impl DatagramIO {
     #[new]
@@ -175,18 +177,6 @@ impl DatagramIO {
         let token = LoopCore::read_start(this.loop_.bind(py), this.fd, OpKind::RecvMsg, on_datagram, slf.as_any())?;
         this.st.borrow_mut(py)?.read.token = token;
         Ok(())
-    }
-
-    /// Stop reading. A multishot recvmsg is cancelled before this returns (it holds a
-    /// reference to the socket's file, so the socket may be closed right after).
-    fn stop_reading(slf: &Bound<'_, Self>) -> PyResult<()> {
-        let this = slf.get();
-        stop_reading(this.loop_.bind(slf.py()), this.fd, &this.st, |st| &mut st.read)
-    }
-
-    #[getter]
-    fn reading(&self, py: Python<'_>) -> PyResult<bool> {
-        Ok(self.st.borrow(py)?.read.on)
     }
 
     /// One completion of the multishot recvmsg: a datagram (`n > 0`, taken from the loop's

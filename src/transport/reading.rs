@@ -21,6 +21,29 @@ pub(crate) struct ReadState {
     pub(crate) token: Option<u64>,
 }
 
+/// `stop_reading()` and the `reading` property for a transport class `$T` whose `st` holds a
+/// `read: ReadState` (the stream and the datagram transport): one definition for both.
+macro_rules! reading_pymethods {
+    ($T:ty) => {
+        #[pymethods]
+        impl $T {
+            /// Stop reading (pause, close, EOF kept open). A multishot operation is cancelled
+            /// before this returns: it holds a reference to the socket's file, so the socket
+            /// may be closed right after.
+            fn stop_reading(slf: &Bound<'_, Self>) -> PyResult<()> {
+                let this = slf.get();
+                $crate::transport::reading::stop_reading(this.loop_.bind(slf.py()), this.fd, &this.st, |st| &mut st.read)
+            }
+
+            #[getter]
+            fn reading(&self, py: Python<'_>) -> PyResult<bool> {
+                Ok(self.st.borrow(py)?.read.on)
+            }
+        }
+    };
+}
+pub(crate) use reading_pymethods;
+
 /// Turn reading off, if on: cancel the operation or remove the fd's reader. `read` picks the
 /// `ReadState` out of the transport's state.
 pub(crate) fn stop_reading<T>(loop_: &Bound<'_, LoopCore>, fd: RawFd, state: &GilCell<T>, read: fn(&mut T) -> &mut ReadState) -> PyResult<()> {
