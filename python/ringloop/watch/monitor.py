@@ -14,7 +14,6 @@ building a report (which reads source files) is not itself reported.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections import Counter
@@ -22,7 +21,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from . import audit
-from .audit import IoEvent, classify
+from .audit import IoEvent
+from .backends import asyncio_handles, select_backend
+from .backends.asyncio_handles import AsyncioBackend
 from .block import (
     Block,
     coroutine_name,
@@ -30,6 +31,7 @@ from .block import (
     suspension_point,
     task_of,
 )
+from .slice_io import MAX_IO_EVENTS, record_io
 from .slices import HIST_FLOOR_NS
 from .stacks import blamed_frame, format_location, summaries
 from .watchdog import get_watchdog
@@ -37,7 +39,6 @@ from .watchdog import get_watchdog
 logger = logging.getLogger("ringloop.watch")
 
 _MIN_ARM_NS = 500_000
-_MAX_IO_EVENTS = 256  # per slice; a slice that opens thousands of files needs no more proof
 
 
 class Consumer:
@@ -76,8 +77,6 @@ class Consumer:
 
 class LoopMonitor:
     def __init__(self, loop: Any, thread_id: int) -> None:
-        from .backends import select_backend
-
         self.loop = loop
         self.thread_id = thread_id
         self.consumers: list[Consumer] = []
@@ -354,10 +353,10 @@ def _audit_sink(loop: Any, event: str, args: tuple, frame) -> None:
             st.io_events = []
             st.io_raw = []
             st.io_seq = seq
-        if len(st.io_raw) < _MAX_IO_EVENTS:
+        if len(st.io_raw) < MAX_IO_EVENTS:
             st.io_raw.append((event, args, frame, time.monotonic_ns()))
         return
-    _record_io(st, event, args, frame, time.monotonic_ns(), seq)
+    record_io(st, event, args, frame, time.monotonic_ns(), seq)
 
 
 def _materialize_io(st: Any, seq: int) -> None:
@@ -371,41 +370,9 @@ def _materialize_io(st: Any, seq: int) -> None:
     _tls.reporting = True  # classification may read files (linecache): not the slice's I/O
     try:
         for event, args, frame, t_ns in raw:
-            _record_io(st, event, args, frame, t_ns, seq, notify=False)
+            record_io(st, event, args, frame, t_ns, seq, notify=False)
     finally:
         _tls.reporting = False
-
-
-def record_buffered_io(loop: Any, events: list) -> None:
-    """Events the native hook buffered during the slow slice that just ended (ringloop's
-    buffered audit mode): `[(event, args, frame, t_ns)]`, recorded for that slice."""
-    mon = _monitors.get(loop)
-    if mon is None or not events:
-        return
-    st = mon.state
-    for event, args, frame, t_ns in events:
-        if _KIND_GET(event) is not None:
-            _record_io(st, event, args, frame, t_ns, st.seq, notify=False)
-
-
-_KIND_GET = audit.EVENT_KINDS.get
-
-
-def _record_io(
-    st: Any, event: str, args: tuple, frame, t_ns: int, seq: int, notify: bool = True
-) -> None:
-    if st.io_seq != seq:  # events of an earlier (short, unreported) slice: drop them
-        st.io_events = []
-        st.io_seq = seq
-    elif len(st.io_events) >= _MAX_IO_EVENTS:
-        return
-    res = classify(event, args, frame)
-    if res is None:
-        return
-    kind, where = res
-    st.io_events.append(IoEvent(kind, event, audit._detail(event, args), where, t_ns))
-    if notify and st.strict and len(st.io_events) == 1:
-        st.monitor.backend.io_noted()
 
 
 def monitor_for(loop: Any) -> LoopMonitor:
@@ -426,8 +393,6 @@ def attach_thread(consumer: Consumer, thread_id: int | None) -> None:
         _global_consumers.append(consumer)
     else:
         _thread_consumers.setdefault(thread_id, []).append(consumer)
-    from .backends import asyncio_handles
-
     asyncio_handles.set_auto(_auto_attach)
 
 
@@ -442,8 +407,6 @@ def detach(consumer: Consumer) -> None:
         if not cs:
             del _thread_consumers[tid]
     if not _global_consumers and not _thread_consumers:
-        from .backends import asyncio_handles
-
         asyncio_handles.set_auto(None)
 
 
@@ -461,10 +424,4 @@ def _auto_attach(loop: Any) -> Any:
     mon = monitor_for(loop)
     for c in consumers:
         mon.add(c)
-    from .backends.asyncio_handles import AsyncioBackend
-
     return mon.state if isinstance(mon.backend, AsyncioBackend) else None
-
-
-def forced_backend() -> str | None:
-    return os.environ.get("RINGLOOP_WATCH_BACKEND") or None

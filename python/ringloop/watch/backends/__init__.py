@@ -20,7 +20,17 @@ asyncio loops (anything deriving from ``asyncio.BaseEventLoop``) by wrapping
 from __future__ import annotations
 
 import asyncio
+import os
 from typing import Any
+
+from .asyncio_handles import AsyncioBackend
+from .heartbeat import HeartbeatBackend
+from .native import NativeBackend
+
+
+def forced_backend() -> str | None:
+    """The backend ``RINGLOOP_WATCH_BACKEND`` forces, if any."""
+    return os.environ.get("RINGLOOP_WATCH_BACKEND") or None
 
 
 def _has_native_hooks(loop: Any) -> bool:
@@ -33,11 +43,6 @@ def _has_native_hooks(loop: Any) -> bool:
 
 
 def select_backend(loop: Any, monitor: Any):
-    from ..monitor import forced_backend
-    from .asyncio_handles import AsyncioBackend
-    from .heartbeat import HeartbeatBackend
-    from .native import NativeBackend
-
     forced = forced_backend()
     if forced == "heartbeat":
         return HeartbeatBackend(loop, monitor)

@@ -31,6 +31,7 @@ import time
 from typing import Any
 
 from .. import audit
+from ..slice_io import record_buffered
 from ..slices import NativeSliceState
 from ..stacks import frames_from_tuples
 
@@ -115,9 +116,7 @@ class NativeBackend:
         if self._native_sampler:
             self._adopt_native_samples(self.loop._slice_seq)
         if getattr(self.loop, "_native_audit", False):
-            from ..monitor import record_buffered_io
-
-            record_buffered_io(self.loop, self.loop._slice_audit_events())
+            record_buffered(st, self.loop._slice_audit_events())
         st.on_slow(handle, start_ns, start_ns + duration_ns)
 
     def _adopt_native_samples(self, seq: int) -> None:
