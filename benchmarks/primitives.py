@@ -30,6 +30,10 @@ Outputs: ``results/latest.json``, ``results/primitives_us.png``,
 ``results/primitives_speedup.png`` and the table in ``README.md`` between the
 ``primitives`` markers; ``--quick`` writes the same files under ``results/quick/`` and
 leaves the README alone.
+
+This module holds the workload (the ``bench_*`` operations, the worker, the rounds, the
+table and charts); the loops come from ``loops.py``, the worker processes and pinning from
+``harness.py``, the files, Markdown and bar charts from ``reporting.py``.
 """
 
 from __future__ import annotations
@@ -41,14 +45,18 @@ import os
 import statistics
 import sys
 import time
-import traceback
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import _common  # noqa: E402  (the path line above makes it importable when run as a script)
+# The path line above makes these importable when this file is run as a script.
+import harness  # noqa: E402
+import reporting  # noqa: E402
+from loops import LOOPS, PEERS, make_loop  # noqa: E402
+from reporting import fmt_us  # noqa: E402
+from rounds import rotation  # noqa: E402
 
 # --------------------------------------------------------------------------- the ops
 
@@ -187,7 +195,7 @@ PRIMITIVES: dict[str, tuple[Callable[[int], Awaitable[float]], int]] = {
 
 def _time_once(name: str, bench: Callable[[int], Awaitable[float]], n: int) -> float:
     """Seconds for n ops in a fresh loop; GC is off and the heap collected beforehand."""
-    loop, _info = _common.make_loop(name)
+    loop, _info = make_loop(name)
     try:
         asyncio.set_event_loop(loop)
         gc.collect()
@@ -216,32 +224,23 @@ def _calibrate(name: str, bench: Callable[[int], Awaitable[float]], n0: int, tar
 def worker(argv: list[str]) -> int:
     """Measure one loop; JSON lines on the protocol stream, never an uncaught exception."""
     parser = argparse.ArgumentParser(prog="primitives.py --worker")
-    parser.add_argument("--worker", required=True, choices=sorted(_common.LOOPS))
+    parser.add_argument("--worker", required=True, choices=sorted(LOOPS))
     parser.add_argument("--reps", type=int, default=1)
     parser.add_argument("--target-ms", type=float, default=100.0)
     parser.add_argument("--cpu", type=int, default=None)
     parser.add_argument("--only", nargs="*", default=None, choices=list(PRIMITIVES))
     args = parser.parse_args(argv)
-    out = _common.claim_stdout()
+    out = harness.claim_stdout()
     name = args.worker
-    pinned = _common.pin_to_cpu(args.cpu)
+    pinned = harness.pin_to_cpu(args.cpu)
 
     try:
-        loop, info = _common.make_loop(name)
+        loop, info = make_loop(name)
         loop.close()
     except Exception as exc:  # import failure, io_uring refused, backend mismatch...
-        _common.emit(
-            out,
-            {
-                "type": "error",
-                "stage": "load",
-                "error": f"{type(exc).__name__}: {exc}",
-                "traceback": traceback.format_exc(limit=4),
-                **getattr(exc, "info", {}),
-            },
-        )
+        harness.emit_error(out, "load", exc, getattr(exc, "info", {}), limit=4)
         return 2
-    _common.emit(out, {"type": "meta", "loop": name, "pid": os.getpid(), "cpu": pinned, **info})
+    harness.emit(out, {"type": "meta", "loop": name, "pid": os.getpid(), "cpu": pinned, **info})
 
     # GC off for the whole measurement phase; _time_once collects before each run so
     # garbage from the previous run is not charged to the next one.
@@ -253,13 +252,13 @@ def worker(argv: list[str]) -> int:
             n = _calibrate(name, bench, n0, target)
             runs = [_time_once(name, bench, n) / n * 1e6 for _ in range(args.reps)]
         except Exception as exc:
-            _common.emit(
+            harness.emit(
                 out,
                 {"type": "result", "primitive": prim, "error": f"{type(exc).__name__}: {exc}"},
             )
             continue
-        _common.emit(out, {"type": "result", "primitive": prim, "n": n, "us_per_op": runs})
-    _common.emit(out, {"type": "done"})
+        harness.emit(out, {"type": "result", "primitive": prim, "n": n, "us_per_op": runs})
+    harness.emit(out, {"type": "done"})
     return 0
 
 
@@ -282,7 +281,7 @@ def _collect(loops: list[str], rounds: int, target_ms: float, cpu: int | None) -
     }
     timeout = 60 + 30 * target_ms / 1000 * len(PRIMITIVES)
     for r in range(rounds):
-        order = loops[r % len(loops) :] + loops[: r % len(loops)]
+        order = rotation(loops, r)
         for name in order:
             st = state[name]
             if st["status"] != "ok":
@@ -299,7 +298,7 @@ def _collect(loops: list[str], rounds: int, target_ms: float, cpu: int | None) -
             ]
             if cpu is not None:
                 cmd += ["--cpu", str(cpu)]
-            run = _common.run_worker(cmd, _common.LOOPS[name].env, timeout)
+            run = harness.run_worker(cmd, LOOPS[name].env, timeout)
             got_done = False
             for line in run.lines:
                 kind = line["type"]
@@ -321,7 +320,7 @@ def _collect(loops: list[str], rounds: int, target_ms: float, cpu: int | None) -
                     got_done = True
             if st["status"] == "ok" and not got_done:
                 st["status"] = "crashed"
-                st["errors"].append(_common.describe_failure(run))
+                st["errors"].append(harness.describe_failure(run))
             print(
                 f"  round {r + 1}/{rounds}  {name:<18} "
                 f"{st['status'] if st['status'] != 'ok' else 'ok'} ({run.seconds:.1f}s)"
@@ -337,7 +336,7 @@ def _summarise(state: dict[str, dict[str, Any]]) -> dict[str, Any]:
         meta = st["meta"] or {}
         entry: dict[str, Any] = {
             "status": st["status"],
-            "kind": _common.LOOPS[name].kind,
+            "kind": LOOPS[name].kind,
             "error": "; ".join(dict.fromkeys(st["errors"])) or None,
             "loop_class": meta.get("loop_class"),
             "version": meta.get("version"),
@@ -367,10 +366,6 @@ def _median(loops: dict[str, Any], name: str, prim: str) -> float | None:
     return entry["primitives"].get(prim, {}).get("median_us")
 
 
-def _fmt_us(us: float) -> str:
-    return f"{us:.3g}" if us < 100 else f"{us:.0f}"
-
-
 def markdown_table(result: dict[str, Any]) -> str:
     """Rows = primitives; a cell is ``µs/op (speed-up over asyncio)``; then best peer and
     ringloop / best peer (>1 means ringloop is faster)."""
@@ -389,17 +384,17 @@ def markdown_table(result: dict[str, Any]) -> str:
             if us is None:
                 cells.append("—")
             elif name == "asyncio" or base is None:
-                cells.append(_fmt_us(us))
+                cells.append(fmt_us(us))
             else:
-                cells.append(f"{_fmt_us(us)} ({base / us:.2f}×)")
-        peers = [(u, p) for p in _common.PEERS if (u := _median(loops, p, prim)) is not None]
+                cells.append(f"{fmt_us(us)} ({base / us:.2f}×)")
+        peers = [(u, p) for p in PEERS if (u := _median(loops, p, prim)) is not None]
         best = min(peers) if peers else None
-        cells.append(f"{best[1]} {_fmt_us(best[0])}" if best else "—")
+        cells.append(f"{best[1]} {fmt_us(best[0])}" if best else "—")
         for name in ours:
             us = _median(loops, name, prim)
             cells.append(f"{best[0] / us:.2f}×" if (us and best) else "—")
         rows.append(cells)
-    return _common.markdown_table(header, rows)
+    return reporting.markdown_table(header, rows)
 
 
 def _notes(result: dict[str, Any]) -> list[str]:
@@ -413,23 +408,20 @@ def _notes(result: dict[str, Any]) -> list[str]:
     return notes
 
 
+def console(result: dict[str, Any]) -> list[str]:
+    """What the suite prints at the end of a run: the table and what was not measured."""
+    return ["", markdown_table(result), *_notes(result)]
+
+
 def readme_section(result: dict[str, Any]) -> str:
-    m = result["machine"]
-    loops = result["loops"]
-    described = ", ".join(
-        f"{name} {e['version'] or '?'}" + (f" [{e['backend']}]" if e["backend"] else "")
-        for name, e in loops.items()
-        if e["primitives"]
-    )
+    s = result["settings"]
     parts = [
-        f"Measured {m['timestamp']} at commit `{m['git_commit']}`: {m['cpu_model']}, "
-        f"{m['cpu_count']} CPUs, Linux {m['kernel']}, Python {m['python']}; "
-        f"{result['settings']['rounds']} rounds × {result['settings']['target_ms']:.0f} ms, "
-        f"workers pinned to CPU {result['settings']['cpu']}"
-        + (" (quick mode)" if result["settings"]["quick"] else "")
+        reporting.measured_line(result["machine"])
+        + f"{s['rounds']} rounds × {s['target_ms']:.0f} ms, workers pinned to CPU {s['cpu']}"
+        + (" (quick mode)" if s["quick"] else "")
         + ".",
         "",
-        f"Loops: {described}.",
+        reporting.loops_line((n, e) for n, e in result["loops"].items() if e["primitives"]),
         "",
         "µs per operation, median of the rounds (lower is better); (×) is the speed-up over "
         "stock asyncio measured in the same run; *vs best peer* > 1 means ringloop is faster.",
@@ -446,16 +438,9 @@ def readme_section(result: dict[str, Any]) -> str:
     return "\n".join(parts)
 
 
-COLOURS = _common.COLOURS
-
-
 def charts(result: dict[str, Any], outdir: Path) -> list[Path]:
     """Two PNGs: µs/op per loop (grouped bars, log scale) and speed-up over asyncio."""
-    import matplotlib
-
-    matplotlib.use("Agg")  # headless: the runner never opens a window
-    import matplotlib.pyplot as plt
-
+    plt = reporting.pyplot()
     loops = result["loops"]
     shown = [name for name, e in loops.items() if e["primitives"]]
     prims = list(PRIMITIVES)
@@ -463,18 +448,8 @@ def charts(result: dict[str, Any], outdir: Path) -> list[Path]:
     title_tail = f"({result['machine']['cpu_model']}, Python {result['machine']['python']})"
 
     def grouped(ax: Any, names: list[str], value: Callable[[str, str], float | None]) -> None:
-        width = 0.8 / max(len(names), 1)
-        for i, name in enumerate(names):
-            xs, ys = [], []
-            for j, prim in enumerate(prims):
-                v = value(name, prim)
-                if v is not None:
-                    xs.append(j - 0.4 + width * (i + 0.5))
-                    ys.append(v)
-            ax.bar(xs, ys, width, label=name, color=COLOURS.get(name))
-        ax.set_xticks(range(len(prims)))
+        reporting.grouped_bars(ax, names, prims, value)
         ax.set_xticklabels(prims, rotation=30, ha="right")
-        ax.grid(axis="y", which="both", alpha=0.3)
         ax.legend(fontsize="small")
 
     missing = [name for name, e in loops.items() if not e["primitives"]]
@@ -493,10 +468,7 @@ def charts(result: dict[str, Any], outdir: Path) -> list[Path]:
     def save(fig: Any, filename: str) -> None:
         fig.tight_layout(rect=(0, 0.03, 1, 1))
         footnote(fig)
-        path = outdir / filename
-        fig.savefig(path, dpi=120)
-        plt.close(fig)
-        written.append(path)
+        written.append(reporting.save_figure(fig, outdir / filename))
 
     fig, ax = plt.subplots(figsize=(11, 5.5))
     grouped(ax, shown, lambda n, p: _median(loops, n, p))
@@ -525,24 +497,20 @@ def main(argv: list[str] | None = None) -> int:
         return worker(argv)
     parser = argparse.ArgumentParser(prog="primitives.py", description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="3 rounds × 30 ms (< 60 s)")
-    parser.add_argument(
-        "--loops", nargs="+", default=list(_common.LOOPS), choices=list(_common.LOOPS)
-    )
+    parser.add_argument("--loops", nargs="+", default=list(LOOPS), choices=list(LOOPS))
     parser.add_argument("--rounds", type=int, default=None, help="repetitions (default 5, quick 3)")
     parser.add_argument("--target-ms", type=float, default=None, help="length of one repetition")
     parser.add_argument(
-        "--cpu", type=int, default=_common.default_bench_cpu(), help="pin workers here"
+        "--cpu", type=int, default=harness.default_bench_cpu(), help="pin workers here"
     )
-    _common.add_output_args(parser)
+    reporting.add_output_args(parser)
     args = parser.parse_args(argv)
     preset = QUICK if args.quick else FULL
     rounds = args.rounds or preset["rounds"]
     target_ms = args.target_ms or preset["target_ms"]
-    # A demo (--quick) must not overwrite the committed full-run figures the README shows.
-    out_dir = args.out or (_common.RESULTS_DIR / "quick" if args.quick else _common.RESULTS_DIR)
-    update_readme = (not args.quick) if args.readme is None else args.readme
+    out_dir, update_readme = reporting.output_choice(args)
 
-    machine = _common.machine_info()
+    machine = harness.machine_info()
     print(
         f"primitives: {len(args.loops)} loops × {rounds} rounds × {target_ms:.0f} ms per op, "
         f"workers pinned to CPU {args.cpu}",
@@ -565,24 +533,15 @@ def main(argv: list[str] | None = None) -> int:
         },
         "loops": _summarise(state),
     }
-    out_dir.mkdir(parents=True, exist_ok=True)
-    _common.write_json_atomically(out_dir / "latest.json", result)
-    written = [out_dir / "latest.json"]
-    try:
-        written += charts(result, out_dir)
-    except Exception as exc:  # a chart must not cost us the numbers
-        print(f"charts skipped: {type(exc).__name__}: {exc}", file=sys.stderr)
-
-    print()
-    print(markdown_table(result))
-    for note in _notes(result):
-        print(note)
-    if update_readme:
-        if _common.update_readme_section("primitives", readme_section(result)):
-            written.append(_common.README)
-        else:
-            print("README.md has no primitives markers; table not written there", file=sys.stderr)
-    print(f"\n{result['settings']['seconds']}s; wrote " + ", ".join(str(p) for p in written))
+    reporting.publish(
+        result,
+        out_dir,
+        "latest.json",
+        console,
+        charts=charts,
+        section="primitives" if update_readme else None,
+        readme_body=readme_section,
+    )
     ok = any(e["primitives"] for e in result["loops"].values())
     return 0 if ok else 1
 

@@ -16,23 +16,30 @@ is shared, so compare the numbers of one run side by side; absolute times mean l
 
     python benchmarks/watch_overhead.py [--quick] [--runs N]
 
-Writes benchmarks/results/watch.json and watch_overhead.png and prints a markdown table.
-``main(argv)`` is the entry point for the shared benchmark runner.
+Writes benchmarks/results/watch.json and watch_overhead.png (``--out`` elsewhere) and prints a
+markdown table; a full run also rewrites the README table between the ``watch`` markers.
+``main(argv)`` is the entry point for the shared benchmark runner. The children speak the
+harness's line protocol (``harness.run_worker``); the JSON, chart and README section are
+written with ``reporting.py``.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-RESULTS = os.path.join(HERE, "results")
+sys.path.insert(0, HERE)
+
+# The path line above makes these importable when this file is run as a script.
+import harness  # noqa: E402
+import reporting  # noqa: E402
 
 SCENARIOS = [
     ("pure async", 10_000),
@@ -54,6 +61,10 @@ def _import_watch():
 
 
 def _loop_factory(name: str):
+    # Not loops.make_loop: this suite measures ringloop as an application gets it,
+    # ringloop.new_event_loop() with the backend it picks and no thread binding, under the
+    # name "ringloop", and asyncio from new_event_loop(); the registry's entries force a
+    # backend and are thread-bound, which is what the loop-versus-loop suites compare.
     import asyncio
 
     if name == "asyncio":
@@ -141,11 +152,13 @@ def _child(detector: str, loop_name: str, runs: int, scale: float) -> dict:
 def _run_config(detector: str, loop_name: str, runs: int, scale: float) -> dict:
     cmd = [sys.executable, os.path.abspath(__file__), "--child", detector, loop_name]
     cmd += ["--runs", str(runs), "--scale", str(scale)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    if proc.returncode != 0:
-        tail = (proc.stderr.strip().splitlines() or ["?"])[-1]
-        return {"unavailable": tail}
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    run = harness.run_worker(cmd, {}, timeout=600)
+    if run.timed_out:
+        return {"unavailable": harness.describe_failure(run)}
+    result = next((ln for ln in run.lines if ln["type"] == "result"), None)
+    if run.returncode != 0 or result is None:
+        return {"unavailable": harness.last_line(run.stderr_tail, "?")}
+    return {k: v for k, v in result.items() if k != "type"}
 
 
 def _loop_available(name: str) -> str | None:
@@ -183,12 +196,8 @@ def _table(results: dict) -> str:
     return "\n".join(lines)
 
 
-def _plot(results: dict, path: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+def _plot(results: dict, path: Path) -> None:
+    plt = reporting.pyplot()
     loops = [ln for ln, per in results["loops"].items() if "unavailable" not in per]
     if not loops:
         return
@@ -218,10 +227,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=None, help="subprocesses per configuration")
     p.add_argument("--scale", type=float, default=1.0, help=argparse.SUPPRESS)
     p.add_argument("--child", nargs=2, metavar=("DETECTOR", "LOOP"), help=argparse.SUPPRESS)
+    # quick_dir=None: a quick run writes where a full one does (it still leaves the README).
+    reporting.add_output_args(p, quick_dir=None)
     args = p.parse_args(argv)
     runs = args.runs or (3 if args.quick else 7)
     if args.child:
-        print(json.dumps(_child(args.child[0], args.child[1], runs, args.scale)))
+        # Our stdout is the protocol: a detector or a loop that prints cannot garble it.
+        out = harness.claim_stdout()
+        harness.emit(
+            out, {"type": "result", **_child(args.child[0], args.child[1], runs, args.scale)}
+        )
         return 0
     rounds = args.rounds or (1 if args.quick else 3)
     results: dict = {"runs": runs, "rounds": rounds, "python": sys.version.split()[0], "loops": {}}
@@ -263,24 +278,22 @@ def main(argv: list[str] | None = None) -> int:
                 }
         results["loops"][loop_name] = per
     results["elapsed_s"] = round(time.time() - t0, 1)
-    os.makedirs(RESULTS, exist_ok=True)
-    with open(os.path.join(RESULTS, "watch.json"), "w") as f:
-        json.dump(results, f, indent=2)
-    _plot(results, os.path.join(RESULTS, "watch_overhead.png"))
+    out_dir, update_readme = reporting.output_choice(args)
+    json_path = out_dir / "watch.json"
+    reporting.write_json_atomically(json_path, results)
+    _plot(results, out_dir / "watch_overhead.png")
     table = _table(results)
     print(table)
-    print(f"\n({results['elapsed_s']} s; results in benchmarks/results/watch.json)")
-    if not args.quick:
+    shown = os.path.relpath(json_path, ROOT) if json_path.is_relative_to(ROOT) else json_path
+    print(f"\n({results['elapsed_s']} s; results in {shown})")
+    if update_readme:
         # Only full runs replace the published table (same rule as the primitives suite).
-        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-        import _common
-
         note = (
             f"Python {results['python']}, {rounds} rounds x {runs} runs, median per scenario; "
             "overhead = (detector - baseline) / tasks. Run-to-run noise on the shared 2-core "
             "machine is about +-1 us per scenario.\n\n"
         )
-        _common.update_readme_section("watch", note + table)
+        reporting.write_section("watch", note + table)
     return 0
 
 
