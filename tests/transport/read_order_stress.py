@@ -339,15 +339,19 @@ def _abort_at(rng: random.Random, sizes: list[int], ending: str) -> int:
     return rng.randrange(len(sizes) + 1) if ending == "abort" else len(sizes)
 
 
+def writes(data: bytes, sizes: list[int], abort_after: int):
+    """The scenario's writes of ``data``, in order, up to the abort (if any)."""
+    pos = 0
+    for n in sizes[:abort_after]:
+        yield data[pos : pos + n]
+        pos += n
+
+
 def thread_send(sock: socket.socket, data: bytes, sizes, ending: str, abort_after: int, out: dict):
     """Blocking sender: ``sendall`` each write, then end the stream as the scenario says."""
     try:
-        pos = 0
-        for i, n in enumerate(sizes):
-            if i == abort_after:
-                break
-            sock.sendall(data[pos : pos + n])
-            pos += n
+        for chunk in writes(data, sizes, abort_after):
+            sock.sendall(chunk)
         if ending == "abort":
             sock.setsockopt(
                 socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00"
@@ -370,12 +374,8 @@ def thread_send(sock: socket.socket, data: bytes, sizes, ending: str, abort_afte
 
 async def loop_send(reader, writer, data: bytes, sizes, ending: str, abort_after: int, out):
     try:
-        pos = 0
-        for i, n in enumerate(sizes):
-            if i == abort_after:
-                break
-            writer.write(data[pos : pos + n])
-            pos += n
+        for chunk in writes(data, sizes, abort_after):
+            writer.write(chunk)
             await writer.drain()
         if ending == "abort":
             writer.transport.abort()
@@ -535,8 +535,8 @@ async def run_scenario(sc: Scenario) -> list[str]:
                         sock = ep.plain_accept(lsock)
                         args = (sock, c["data"], c["sizes"], sc.ending, c["abort_after"], c["out"])
                         t = threading.Thread(target=thread_send, args=args, daemon=True)
+                        threads.append(t)  # before it starts: the join below must see it
                         t.start()
-                        threads.append(t)
 
                 threads.append(threading.Thread(target=accept_all, daemon=True))
                 threads[-1].start()
@@ -594,8 +594,11 @@ async def run_scenario(sc: Scenario) -> list[str]:
         await asyncio.wait_for(asyncio.gather(*waits), SCENARIO_TIMEOUT)
         if tasks:
             await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), 10)
-        for t in list(threads):
-            await loop.run_in_executor(None, t.join, 10)
+        # The acceptor (first, when there is one) appends the senders it starts: join in order.
+        i = 0
+        while i < len(threads):
+            await loop.run_in_executor(None, threads[i].join, 10)
+            i += 1
     finally:
         for t in tasks:
             t.cancel()
@@ -624,7 +627,9 @@ def check(sc: Scenario, c: dict) -> list[str]:
     elif got != sent:
         problems.append(f"{where}: {diff(got, sent)}")
     elif sc.ending == "eof" and c["out"].get("reply") != str(len(sent)).encode():
-        problems.append(f"{where}: reply on the half-closed connection {c['out'].get('reply')!r}")
+        got_reply = c["out"].get("reply")
+        why = c["out"].get("error", "no sender error")
+        problems.append(f"{where}: reply on the half-closed connection {got_reply!r} ({why})")
     if not aborted and not rec.eof and rec.lost not in (None, "not yet"):
         problems.append(f"{where}: the stream ended with {rec.lost!r}, not EOF")
     problems.extend(f"{where}: {a}" for a in rec.after_end)

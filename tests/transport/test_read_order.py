@@ -42,6 +42,17 @@ async def send_in_thread(loop, addr, payload: bytes) -> None:
     await loop.run_in_executor(None, send)
 
 
+async def delivered(loop, serve, done, payload: bytes) -> bytes:
+    """Start a server with ``serve()``, send it ``payload`` from a plain socket in a thread,
+    and return what its reader collected (``done``'s result)."""
+    srv = await serve()
+    try:
+        await send_in_thread(loop, srv.sockets[0].getsockname(), payload)
+        return await asyncio.wait_for(done, 60)
+    finally:
+        srv.close()
+
+
 class PausingSink(asyncio.Protocol):
     """Pauses after every read; ``resume`` says how it comes back."""
 
@@ -81,10 +92,8 @@ def test_protocol_paused_in_data_received(loop, busy, resume) -> None:
         for i in range(ROUNDS):
             payload = random.Random(i).randbytes(N)
             sink = PausingSink(resume)
-            srv = await loop.create_server(lambda s=sink: s, "127.0.0.1", 0)
-            await send_in_thread(loop, srv.sockets[0].getsockname(), payload)
-            got = await asyncio.wait_for(sink.done, 60)
-            srv.close()
+            serve = lambda s=sink: loop.create_server(lambda: s, "127.0.0.1", 0)  # noqa: E731
+            got = await delivered(loop, serve, sink.done, payload)
             assert got == payload, diff(got, payload)
             assert sink.eof_at == N
 
@@ -108,10 +117,8 @@ def test_streams_own_flow_control(loop, busy) -> None:
                 w.close()
                 done.set_result(bytes(buf))
 
-            srv = await asyncio.start_server(handler, "127.0.0.1", 0, limit=100)
-            await send_in_thread(loop, srv.sockets[0].getsockname(), payload)
-            got = await asyncio.wait_for(done, 60)
-            srv.close()
+            serve = lambda h=handler: asyncio.start_server(h, "127.0.0.1", 0, limit=100)  # noqa: E731
+            got = await delivered(loop, serve, done, payload)
             assert got == payload, diff(got, payload)
 
     run(loop, main(), timeout=170)
@@ -148,10 +155,8 @@ def test_buffered_protocol_paused_in_buffer_updated(loop, busy) -> None:
         for i in range(ROUNDS):
             payload = random.Random(i).randbytes(N)
             proto = PausingBuffered(i)
-            srv = await loop.create_server(lambda p=proto: p, "127.0.0.1", 0)
-            await send_in_thread(loop, srv.sockets[0].getsockname(), payload)
-            got = await asyncio.wait_for(proto.done, 60)
-            srv.close()
+            serve = lambda p=proto: loop.create_server(lambda: p, "127.0.0.1", 0)  # noqa: E731
+            got = await delivered(loop, serve, proto.done, payload)
             assert got == payload, diff(got, payload)
             assert proto.lost is None
 
