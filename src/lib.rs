@@ -2,6 +2,7 @@
 
 pub mod errors;
 pub mod eventloop;
+mod http;
 pub mod py;
 pub mod reactor;
 pub mod transport;
