@@ -36,9 +36,12 @@
 #![allow(dead_code, unused_imports)]
 
 pub mod error;
+pub mod head;
+mod scan;
 mod syntax;
 
 pub use error::{EncodeError, Error};
+pub use head::{Framing, Head, Method, Version};
 
 /// The limits a request must keep, each with its answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
