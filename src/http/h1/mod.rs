@@ -35,6 +35,7 @@
 // the tests and the fuzz crate.
 #![allow(dead_code, unused_imports)]
 
+pub mod decode;
 pub mod error;
 pub mod head;
 mod scan;
