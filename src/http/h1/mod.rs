@@ -35,12 +35,16 @@
 // the tests and the fuzz crate.
 #![allow(dead_code, unused_imports)]
 
+pub mod date;
 pub mod decode;
+pub mod encode;
 pub mod error;
 pub mod head;
 mod scan;
 mod syntax;
 
+pub use date::{DateCache, Stamp};
+pub use encode::CONTINUE;
 pub use error::{EncodeError, Error};
 pub use head::{Framing, Head, Method, Version};
 
