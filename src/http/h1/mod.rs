@@ -35,6 +35,7 @@
 // the tests and the fuzz crate.
 #![allow(dead_code, unused_imports)]
 
+pub mod conn;
 pub mod date;
 pub mod decode;
 pub mod encode;
@@ -43,6 +44,10 @@ pub mod head;
 mod scan;
 mod syntax;
 
+#[cfg(test)]
+mod tests;
+
+pub use conn::{After, Conn, Event, Phase, Response};
 pub use date::{DateCache, Stamp};
 pub use encode::CONTINUE;
 pub use error::{EncodeError, Error};
