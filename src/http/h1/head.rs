@@ -336,10 +336,15 @@ fn check_target(t: &[u8], method: Method) -> Result<(), Error> {
 
 /// authority-form: `uri-host ":" port`, the port not empty (CONNECT has no default port).
 fn is_authority_form(t: &[u8]) -> bool {
-    match t.iter().rposition(|&b| b == b':') {
-        Some(i) => i + 1 < t.len() && is_host(t),
-        None => false,
-    }
+    let Some(colon) = t.iter().rposition(|&b| b == b':') else { return false };
+    let (host, port) = (&t[..colon], &t[colon + 1..]);
+    // A ':' left in the host is only allowed inside an IP-literal's brackets.
+    let bracketed = host.starts_with(b"[") && host.ends_with(b"]");
+    !host.is_empty()
+        && (bracketed || !host.contains(&b':'))
+        && is_host(host)
+        && !port.is_empty()
+        && port.iter().all(u8::is_ascii_digit)
 }
 
 /// absolute-form: `scheme "://" ...`. The grammar allows any absolute-URI, but every URI an

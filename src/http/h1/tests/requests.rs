@@ -114,6 +114,10 @@ fn target_forms() {
     refused(b"CONNECT / HTTP/1.1\r\nHost: a\r\n\r\n", Error::TargetForm);
     refused(b"CONNECT example.com HTTP/1.1\r\nHost: a\r\n\r\n", Error::TargetForm);
     refused(b"CONNECT example.com: HTTP/1.1\r\nHost: a\r\n\r\n", Error::TargetForm);
+    refused(b"CONNECT a:1:443 HTTP/1.1\r\nHost: a\r\n\r\n", Error::TargetForm);
+    refused(b"CONNECT [::1] HTTP/1.1\r\nHost: a\r\n\r\n", Error::TargetForm);
+    refused(b"CONNECT :443 HTTP/1.1\r\nHost: a\r\n\r\n", Error::TargetForm);
+    with_head(b"CONNECT [::1]:443 HTTP/1.1\r\nHost: [::1]:443\r\n\r\n", |h| assert_eq!(h.target(), b"[::1]:443"));
     refused(b"CONNECT http://example.com:443 HTTP/1.1\r\nHost: a\r\n\r\n", Error::TargetForm);
 }
 
