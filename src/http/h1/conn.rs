@@ -137,6 +137,8 @@ pub struct Conn {
     upgrade: bool,
     cont: Continue,
     eof: bool,
+    /// The last `poll` said `NeedData`: more bytes are wanted whatever is buffered.
+    starved: bool,
     drain_left: u64,
     error: Option<Error>,
 }
@@ -170,6 +172,7 @@ impl Conn {
             upgrade: false,
             cont: Continue::No,
             eof: false,
+            starved: false,
             drain_left: 0,
             error: None,
         }
@@ -188,6 +191,7 @@ impl Conn {
         }
         self.compact(data.len());
         self.buf.extend_from_slice(data);
+        self.starved = false;
     }
 
     /// The peer will send nothing more (EOF on the socket).
@@ -222,13 +226,14 @@ impl Conn {
 
     /// Whether the I/O layer should read the socket now: false once the unconsumed bytes
     /// reach `Limits::max_buffered` (back-pressure), after EOF, and when not HTTP/1 any more.
+    /// True whenever `poll` last said `NeedData`: what is buffered then is an incomplete piece
+    /// of framing (a head, a chunk-size line, trailers), each bounded by its own limit.
     pub fn wants_read(&self) -> bool {
         match self.reading {
             Reading::Upgraded | Reading::Closed => false,
             _ if self.eof || self.error.is_some() => false,
-            // A head is bounded by the limits: `poll` refuses it past them.
             Reading::Head => true,
-            _ => self.buf.len() - self.pos < self.limits.max_buffered,
+            _ => self.starved || self.buf.len() - self.pos < self.limits.max_buffered,
         }
     }
 
@@ -260,7 +265,9 @@ impl Conn {
         if let Some(e) = self.error {
             return Err(e);
         }
-        match self.advance() {
+        let next = self.advance();
+        self.starved = matches!(next, Ok(Next::NeedData));
+        match next {
             Ok(next) => Ok(match next {
                 Next::Head => Event::Head(Head::new(&self.buf[self.head.clone()], &self.meta)),
                 Next::Data(r) => Event::Data(&self.buf[r]),

@@ -98,6 +98,20 @@ fn back_pressure_stops_reading_until_the_body_is_consumed() {
 }
 
 #[test]
+fn incomplete_framing_past_the_read_limit_still_reads() {
+    // Trailers (like a head or a chunk-size line) cannot be consumed piecemeal: a part of them
+    // larger than `max_buffered` must not stop reading, or the connection would stall.
+    let mut conn = Conn::new(Limits { max_buffered: 8, ..Limits::default() });
+    conn.feed(b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nX-Long-Trailer: 0123");
+    assert!(matches!(conn.poll(), Ok(Event::Head(_))));
+    assert_eq!(conn.poll(), Ok(Event::NeedData));
+    assert!(conn.buffered() > 8);
+    assert!(conn.wants_read());
+    conn.feed(b"456789\r\n\r\n");
+    assert_eq!(conn.poll(), Ok(Event::End));
+}
+
+#[test]
 fn keep_alive_by_version_and_connection() {
     let cases: &[(&[u8], bool, &str)] = &[
         (b"GET / HTTP/1.1\r\nHost: a\r\n\r\n", true, ""),
