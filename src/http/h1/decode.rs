@@ -260,31 +260,10 @@ impl Chunked {
 mod tests {
     use super::*;
 
-    /// Decode `input` fed in pieces of `split` bytes; the body and the verdict.
+    use super::super::testing::decode_chunked;
+
     fn run(input: &[u8], split: usize, limits: &Limits) -> Result<(Vec<u8>, usize), Error> {
-        let mut d = Decoder::chunked();
-        let mut buf = Vec::new();
-        let mut body = Vec::new();
-        let mut fed = 0;
-        loop {
-            let (n, step) = d.decode(&buf, limits)?;
-            match step {
-                Step::Data(r) => body.extend_from_slice(&buf[r]),
-                Step::End => {
-                    buf.drain(..n);
-                    return Ok((body, buf.len() + input.len() - fed));
-                }
-                Step::NeedData => {
-                    if fed == input.len() {
-                        return Err(Error::IncompleteBody);
-                    }
-                    let more = split.min(input.len() - fed);
-                    buf.extend_from_slice(&input[fed..fed + more]);
-                    fed += more;
-                }
-            }
-            buf.drain(..n);
-        }
+        decode_chunked(input, || split, limits)
     }
 
     fn check(input: &[u8]) -> Result<(Vec<u8>, usize), Error> {

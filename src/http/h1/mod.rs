@@ -44,6 +44,8 @@ pub mod head;
 mod scan;
 mod syntax;
 
+#[cfg(any(test, fuzzing))]
+pub mod testing;
 #[cfg(test)]
 mod tests;
 

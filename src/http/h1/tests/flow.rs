@@ -258,6 +258,24 @@ fn an_unread_body_is_drained_if_small_else_the_connection_closes() {
 }
 
 #[test]
+fn an_application_that_answers_on_the_head_in_any_split() {
+    // Bodies the application never reads are drained (they are within `max_drain`), so the
+    // pipelined requests behind them are still served, in order.
+    let input = concat(&[GET, POST, CHUNKED, GET]);
+    let whole = testing::serve_app(&input, || usize::MAX, Limits::default(), true);
+    for split in [1, 3] {
+        assert_eq!(testing::serve_app(&input, || split, Limits::default(), true), whole);
+    }
+    let heads = [GET, POST, CHUNKED, GET].map(|r| Ev::Head(head_of(r)));
+    assert_eq!(whole.0, [&heads[..], &[Ev::Closed]].concat());
+    assert_eq!(whole.1, b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok".repeat(4));
+    // With a drain budget too small for the first body, the connection closes after it.
+    let small = Limits { max_drain: 4, ..Limits::default() };
+    let (evs, _) = testing::serve_app(&input, || usize::MAX, small, true);
+    assert_eq!(evs, vec![heads[0].clone(), heads[1].clone(), Ev::Closed]);
+}
+
+#[test]
 fn upgrade_hands_over_the_remaining_bytes() {
     let req =
         b"GET /ws HTTP/1.1\r\nHost: a\r\nConnection: keep-alive, Upgrade\r\nUpgrade: websocket\r\n\r\n\x81\x05hello";

@@ -48,7 +48,7 @@ fn methods() {
     refused(b"G@T / HTTP/1.1\r\nHost: a\r\n\r\n", Error::InvalidMethod);
     refused(b"GE\x00T / HTTP/1.1\r\nHost: a\r\n\r\n", Error::InvalidMethod);
     // A TLS ClientHello to the plaintext port: refused at its first byte, not at a timeout.
-    let (evs, _) = serve_with(b"\x16\x03\x01\x00\xa5\x01\x00\x00", 1, Limits::default());
+    let (evs, _) = serve_with(b"\x16\x03\x01\x00\xa5\x01\x00\x00", || 1, Limits::default());
     assert_eq!(evs, vec![Ev::Error(Error::InvalidMethod)]);
 }
 
