@@ -60,9 +60,29 @@ pub struct Scan {
 }
 
 /// The first CR or LF in `s`.
+///
+/// Eight bytes at a time: a word with no byte below 0x0E (CR and LF are 0x0D and 0x0A; field
+/// content is mostly 0x20 and up) is skipped whole, and only a word that has one is looked at
+/// byte by byte. This loop is most of what a small head costs (perf put the byte-at-a-time
+/// `position` at a fifth of a parse-and-respond cycle).
 #[inline]
 fn find_eol(s: &[u8]) -> Option<usize> {
-    s.iter().position(|&b| b == b'\r' || b == b'\n')
+    const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
+    const HIGH: u64 = u64::from_ne_bytes([0x80; 8]);
+    let is_eol = |b: &u8| *b == b'\r' || *b == b'\n';
+    let mut words = s.chunks_exact(8);
+    let mut at = 0;
+    for word in &mut words {
+        let x = u64::from_ne_bytes(word.try_into().unwrap_or([0; 8]));
+        // "has a byte less than 0x0E" (Bit Twiddling Hacks' hasless, exact for n <= 128).
+        if x.wrapping_sub(ONES * 0x0e) & !x & HIGH != 0 {
+            if let Some(i) = word.iter().position(is_eol) {
+                return Some(at + i);
+            }
+        }
+        at += 8;
+    }
+    words.remainder().iter().position(is_eol).map(|i| at + i)
 }
 
 impl Scan {
@@ -281,6 +301,23 @@ mod tests {
         assert!(matches!(whole(&exact), Ok(Some(_))));
         assert_eq!(whole(&over), Err(Error::HeaderSectionTooLarge));
         assert_eq!(bytewise(&over), Err(Error::HeaderSectionTooLarge));
+    }
+
+    #[test]
+    fn finds_line_ends_at_every_offset() {
+        for len in 0..40 {
+            for at in 0..len {
+                for (eol, other) in [(b'\r', b'a'), (b'\n', b'\t'), (b'\r', 0x0e), (b'\n', 0xff)] {
+                    let mut s = vec![other; len];
+                    s[at] = eol;
+                    if at + 1 < len {
+                        s[at + 1] = eol;
+                    }
+                    assert_eq!(find_eol(&s), Some(at), "{s:?}");
+                }
+            }
+            assert_eq!(find_eol(&vec![b'\t'; len]), None);
+        }
     }
 
     #[test]

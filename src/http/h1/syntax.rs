@@ -106,13 +106,13 @@ pub fn parse_decimal(s: &[u8]) -> Option<u64> {
     Some(n)
 }
 
-/// The field value of a host: `uri-host [ ":" port ]` (RFC 9110 §7.2, RFC 3986 §3.2.2), checked
-/// by byte classes only: enough to refuse what no URI can hold (spaces, `/`, `@`, quotes,
-/// non-ASCII) without resolving anything.
-pub fn is_host(v: &[u8]) -> bool {
-    fn reg_name_char(b: u8) -> bool {
-        // unreserved / pct-encoded's "%" / sub-delims
-        b.is_ascii_alphanumeric()
+/// reg-name's bytes (RFC 3986 §3.2.2): unreserved, pct-encoded's `%`, sub-delims.
+static REG_NAME: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut i = 0;
+    while i < 256 {
+        let b = i as u8;
+        t[i] = b.is_ascii_alphanumeric()
             || matches!(
                 b,
                 b'-' | b'.'
@@ -130,13 +130,22 @@ pub fn is_host(v: &[u8]) -> bool {
                     | b','
                     | b';'
                     | b'='
-            )
+            );
+        i += 1;
     }
+    t
+};
+
+/// The field value of a host: `uri-host [ ":" port ]` (RFC 9110 §7.2, RFC 3986 §3.2.2), checked
+/// by byte classes only: enough to refuse what no URI can hold (spaces, `/`, `@`, quotes,
+/// non-ASCII) without resolving anything.
+pub fn is_host(v: &[u8]) -> bool {
+    let reg_name_char = |b: &u8| REG_NAME[*b as usize];
     let (host, port) = if let Some(rest) = v.strip_prefix(b"[") {
         // IP-literal: IPv6address or IPvFuture between brackets.
         let Some(close) = rest.iter().position(|&b| b == b']') else { return false };
         let inner = &rest[..close];
-        if inner.is_empty() || !inner.iter().all(|&b| reg_name_char(b) || b == b':') {
+        if inner.is_empty() || !inner.iter().all(|b| reg_name_char(b) || *b == b':') {
             return false;
         }
         match &rest[close + 1..] {
@@ -150,7 +159,7 @@ pub fn is_host(v: &[u8]) -> bool {
             None => (v, &b""[..]),
         }
     };
-    host.iter().all(|&b| reg_name_char(b)) && port.iter().all(u8::is_ascii_digit)
+    host.iter().all(reg_name_char) && port.iter().all(u8::is_ascii_digit)
 }
 
 /// Append `n` in decimal, without going through `fmt`.
