@@ -260,6 +260,8 @@ impl LoopCore {
         tstate.tstate.store(unsafe { pyo3::ffi::PyThreadState_Get() }, Ordering::Release);
         // SAFETY: pthread_self has no preconditions.
         tstate.pthread.store(unsafe { libc::pthread_self() } as u64, Ordering::Release);
+        // SAFETY: gettid has no preconditions.
+        tstate.tid.store(unsafe { libc::gettid() }, Ordering::Release);
         let r = loop {
             if let Err(e) = Self::run_once(slf) {
                 break Err(e);
@@ -269,6 +271,7 @@ impl LoopCore {
             }
         };
         tstate.pthread.store(0, Ordering::Release);
+        tstate.tid.store(0, Ordering::Release);
         tstate.tstate.store(std::ptr::null_mut(), Ordering::Release);
         r
     }

@@ -24,6 +24,11 @@
 //! - Samples taken across a slice boundary are dropped by comparing the slice sequence before
 //!   and after the dump.
 //! - Output format: `  File "path", line N in name` per frame, most recent first.
+//!
+//! Each sample also says whether the loop thread was on (or waiting for) a CPU, read from
+//! `/proc/self/task/<tid>/stat` *before* the signal: the thread's own CPU clock cannot tell a
+//! wait from work here, because every signal wakes a waiting thread (EINTR, the GIL taken
+//! back, the wait restarted) and charges it the sampling's cost.
 
 use std::ffi::{c_int, c_void};
 use std::os::fd::RawFd;
@@ -59,8 +64,9 @@ pub fn available() -> bool {
 
 /// One frame: (filename, line, function), as `_Py_DumpTraceback` printed it.
 pub type Frame = (String, u32, String);
-/// A stack sample: when it was taken (ns) and its frames, outermost first.
-pub type Sample = (u64, Vec<Frame>);
+/// A stack sample: when it was taken (ns), its frames (outermost first), and whether the thread
+/// was running or runnable then (`None`: its state could not be read).
+pub type Sample = (u64, Vec<Frame>, Option<bool>);
 
 const MAX_SAMPLES_PER_SLICE: usize = 256;
 
@@ -101,6 +107,8 @@ impl Store {
 pub struct LoopThread {
     pub tstate: AtomicPtr<ffi::PyThreadState>,
     pub pthread: AtomicU64,
+    /// The kernel's id of the thread (for its `/proc` state).
+    pub tid: AtomicI32,
 }
 
 pub type ThreadStateCell = Arc<LoopThread>;
@@ -225,6 +233,22 @@ fn dump(sig: c_int, rd: RawFd, wr: RawFd, thread: &LoopThread) -> Option<String>
     Some(String::from_utf8_lossy(&out[..out.len() - END_MARK.len()]).into_owned())
 }
 
+/// Whether thread `tid` of this process is running or runnable (state `R` in its `stat`).
+fn running(tid: i32) -> Option<bool> {
+    if tid <= 0 {
+        return None;
+    }
+    let stat = std::fs::read(format!("/proc/self/task/{tid}/stat")).ok()?;
+    state_is_running(&stat)
+}
+
+/// The state field of a `/proc/.../stat` line: the first one after the `(comm)`, which itself
+/// may hold spaces and parentheses, hence the last `)`.
+fn state_is_running(stat: &[u8]) -> Option<bool> {
+    let close = stat.iter().rposition(|&b| b == b')')?;
+    stat.get(close + 2).map(|&state| state == b'R')
+}
+
 fn run(sh: Arc<Shared>, sig: c_int) {
     let mut fds = [0; 2];
     if syscall!(pipe2(fds.as_mut_ptr(), libc::O_NONBLOCK | libc::O_CLOEXEC)).is_err() {
@@ -242,6 +266,7 @@ fn run(sh: Arc<Shared>, sig: c_int) {
         if now.saturating_sub(start) < sh.arm_ns {
             continue;
         }
+        let running = running(sh.tstate.tid.load(Ordering::Acquire));
         let Some(text) = dump(sig, rd, wr, &sh.tstate) else { continue };
         // A sample that straddles the end of the slice describes the next one: drop it.
         if sh.slice.seq.load(Ordering::Acquire) != seq || sh.slice.start_ns.load(Ordering::Acquire) != start {
@@ -250,7 +275,7 @@ fn run(sh: Arc<Shared>, sig: c_int) {
         let frames = parse_dump(&text);
         if !frames.is_empty() {
             if let Ok(mut st) = sh.store.lock() {
-                st.push(seq, (now, frames));
+                st.push(seq, (now, frames, running));
             }
         }
     }
@@ -309,12 +334,36 @@ mod tests {
     #[test]
     fn store_keeps_current_and_last_slice() {
         let mut s = Store::default();
-        s.push(1, (10, vec![]));
-        s.push(1, (11, vec![]));
-        s.push(2, (20, vec![]));
+        s.push(1, (10, vec![], None));
+        s.push(1, (11, vec![], None));
+        s.push(2, (20, vec![], None));
         assert_eq!(s.get(1).len(), 2);
         assert_eq!(s.get(2).len(), 1);
-        s.push(3, (30, vec![]));
+        s.push(3, (30, vec![], None));
         assert!(s.get(1).is_empty(), "only the last finished slice is kept");
+    }
+
+    #[test]
+    fn reads_the_state_after_the_command_name() {
+        assert_eq!(state_is_running(b"12 (python3) R 1 12 12 0"), Some(true));
+        assert_eq!(state_is_running(b"12 (a) b (c)) S 1 12 12 0"), Some(false));
+        assert_eq!(state_is_running(b"12 (python3"), None);
+    }
+
+    #[test]
+    fn a_sleeping_thread_is_not_running_and_this_one_is() {
+        // SAFETY: gettid has no preconditions.
+        let me = unsafe { libc::gettid() };
+        assert_eq!(running(me), Some(true));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let sleeper = std::thread::spawn(move || {
+            // SAFETY: as above.
+            tx.send(unsafe { libc::gettid() }).unwrap();
+            std::thread::sleep(Duration::from_millis(300));
+        });
+        let tid = rx.recv().unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(running(tid), Some(false));
+        sleeper.join().unwrap();
     }
 }

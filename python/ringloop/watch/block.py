@@ -37,7 +37,9 @@ class Block:
     io_events: list[IoEvent] = field(default_factory=list)
     context: dict[str, Any] = field(default_factory=dict)
     backend: str = ""
-    cpu_fraction: float | None = None  # loop-thread CPU time / wall time while armed
+    # share of the blocked time (from arming) the loop thread was on a CPU: its CPU clock, or
+    # on ringloop the share of stack samples that found it running or runnable
+    cpu_fraction: float | None = None
     next_await: traceback.FrameSummary | None = None  # where the task suspended afterwards
     strict: bool = False  # reported because of an I/O event, not (only) because of duration
     in_progress: bool = False  # still running when its scope ended (duration so far)

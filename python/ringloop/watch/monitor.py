@@ -130,12 +130,17 @@ class LoopMonitor:
         """Called on the loop thread right after a slice that was long or did audited I/O.
 
         ``seq`` names the slice when it is not the latest one (native strict-mode flush)."""
+        # The loop thread's CPU clock, read before reporting work (reading source files,
+        # formatting stacks) adds CPU time that is not the slice's.
+        cpu_end = time.thread_time_ns()
         try:
-            self._slice_ended(handle, start_ns, end_ns, task, seq)
+            self._slice_ended(handle, start_ns, end_ns, task, seq, cpu_end)
         except Exception:  # never let reporting break the loop
             logger.exception("ringloop.watch: failed to report a slow slice")
 
-    def _slice_ended(self, handle: Any, start_ns: int, end_ns: int, task: Any, seq) -> None:
+    def _slice_ended(
+        self, handle: Any, start_ns: int, end_ns: int, task: Any, seq, cpu_end: int
+    ) -> None:
         st = self.state
         if seq is None:
             seq = st.seq
@@ -146,11 +151,13 @@ class LoopMonitor:
         duration = end_ns - start_ns
         if duration > HIST_FLOOR_NS:
             st.record_long(duration)
-        samples, arm_wall, cpu0 = st.take_samples(seq)
-        self._dispatch(handle, start_ns, end_ns, task, io, samples, arm_wall, cpu0, False)
+        samples, arm_wall, cpu0, share = st.take_samples(seq)
+        cpu = self._cpu_fraction(share, arm_wall, cpu0, cpu_end, end_ns)
+        self._dispatch(handle, start_ns, end_ns, task, io, samples, cpu, False)
 
     def in_progress(self, consumer: Consumer, now_ns: int) -> None:
         """A scope ends inside a running slice: judge the part of the slice seen so far."""
+        cpu_end = time.thread_time_ns()
         st = self.state
         start = st.start_ns
         if start == 0:
@@ -158,14 +165,30 @@ class LoopMonitor:
         start = min(start + st.idle_ns, now_ns)  # heartbeat: late only once a beat is overdue
         handle = st.handle
         with st.lock:
-            samples = list(st.samples) if st.sample_seq == st.seq else []
+            current = st.sample_seq == st.seq
+            samples = list(st.samples) if current else []
             arm_wall, cpu0 = st.arm_wall_ns, st.cpu_at_arm_ns
+            share = st.run_share if current else None
         task = None
         if handle is None:
             task = _current_task(self.loop)
         _materialize_io(st, st.seq)
         io = list(st.io_events) if st.io_seq == st.seq else []
-        self._dispatch(handle, start, now_ns, task, io, samples, arm_wall, cpu0, True, consumer)
+        cpu = self._cpu_fraction(share, arm_wall, cpu0, cpu_end, now_ns)
+        self._dispatch(handle, start, now_ns, task, io, samples, cpu, True, consumer)
+
+    def _cpu_fraction(
+        self, share: float | None, arm_wall: int, cpu0: int | None, cpu_end: int, end_ns: int
+    ) -> float | None:
+        """How much of the blocked time the loop thread spent on a CPU, from the arming on:
+        the native sampler's share of samples that found it running, else its CPU clock (a
+        Python sampler does not disturb the thread it samples; a signal does)."""
+        if share is not None:
+            return share
+        wall = end_ns - arm_wall
+        if cpu0 is None or wall <= 0 or threading.get_ident() != self.thread_id:
+            return None
+        return max(0.0, min(1.0, (cpu_end - cpu0) / wall))
 
     def _dispatch(self, *args: Any, **kwargs: Any) -> None:
         # Building a report reads source files (linecache) and may log: that I/O is the
@@ -184,8 +207,7 @@ class LoopMonitor:
         task: Any,
         io: list[IoEvent],
         samples: list,
-        arm_wall: int,
-        cpu0: int | None,
+        cpu_fraction: float | None,
         in_progress: bool,
         only: Consumer | None = None,
     ) -> None:
@@ -209,7 +231,7 @@ class LoopMonitor:
             if not c.samples(task if task is not None else callback):
                 continue
             if base is None:
-                base = self._build(handle, task, start_ns, end_ns, io, samples, arm_wall, cpu0)
+                base = self._build(handle, task, start_ns, end_ns, io, samples, cpu_fraction)
                 base.in_progress = in_progress
             block = _for_consumer(base, c, dur, lo, c_io, slow, handle)
             if not self.blocks_seen or notified is not base:
@@ -220,7 +242,7 @@ class LoopMonitor:
             self.blocks_seen += 1
             _safe(c.deliver, block)
 
-    def _build(self, handle, task, start_ns, end_ns, io, samples, arm_wall, cpu0) -> Block:
+    def _build(self, handle, task, start_ns, end_ns, io, samples, cpu_fraction) -> Block:
         b = Block(
             duration=(end_ns - start_ns) / 1e9,
             threshold=0.0,
@@ -255,10 +277,7 @@ class LoopMonitor:
             sp = suspension_point(task)
             if sp is not None:
                 b.next_await = summaries([sp])[0]
-        if cpu0 is not None and threading.get_ident() == self.thread_id:
-            wall = end_ns - arm_wall
-            if wall > 0:
-                b.cpu_fraction = max(0.0, min(1.0, (time.thread_time_ns() - cpu0) / wall))
+        b.cpu_fraction = cpu_fraction
         b.kind = _kind(b, samples, end_ns - start_ns, self.state.arm_ns)
         return b
 

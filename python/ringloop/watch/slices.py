@@ -52,6 +52,7 @@ class SliceState:
         "next_sample_ns",
         "arm_wall_ns",
         "cpu_at_arm_ns",
+        "run_share",
         "cpu_clock",
         "sampled_task",
     )
@@ -83,6 +84,8 @@ class SliceState:
         self.next_sample_ns = 0
         self.arm_wall_ns = 0
         self.cpu_at_arm_ns = None
+        # Share of the samples that found the loop thread on a CPU (native sampler only).
+        self.run_share: float | None = None
         self.cpu_clock = None
         self.sampled_task = None
 
@@ -100,14 +103,18 @@ class SliceState:
         if duration_ns > self.max_ns:
             self.max_ns = duration_ns
 
-    def take_samples(self, seq: int) -> tuple[list[tuple[Sample, Any]], int, int | None]:
-        """Samples captured during slice ``seq`` (and the CPU clock at arming), then reset."""
+    def take_samples(
+        self, seq: int
+    ) -> tuple[list[tuple[Sample, Any]], int, int | None, float | None]:
+        """Samples captured during slice ``seq`` (with the time and CPU clock at arming, and the
+        share of samples that found the thread running), then reset."""
         with self.lock:
             if self.sample_seq != seq:
-                return [], 0, None
+                return [], 0, None, None
             samples, self.samples = self.samples, []
             self.sample_seq = -1
-            return samples, self.arm_wall_ns, self.cpu_at_arm_ns
+            share, self.run_share = self.run_share, None
+            return samples, self.arm_wall_ns, self.cpu_at_arm_ns, share
 
 
 class NativeSliceState(SliceState):

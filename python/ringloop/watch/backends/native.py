@@ -125,13 +125,15 @@ class NativeBackend:
             return
         st = self.state
         task = _current_task(self.loop)
-        samples = [(frames_from_tuples(frames), task) for _, frames in native]
+        samples = [(frames_from_tuples(frames), task) for _, frames, _ in native]
         samples = [s for s in samples if s[0]]
         if not samples:
             return
+        states = [running for _, _, running in native if running is not None]
         with st.lock:
             st.sample_seq = seq
             st.samples = samples
+            st.run_share = sum(states) / len(states) if states else None
 
     def io_noted(self) -> None:
         self.loop.call_soon(self._flush, self.state.seq, _current_task(self.loop))
