@@ -210,7 +210,7 @@ impl HandleCore {
         }
     }
 
-    fn callback(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
+    pub(crate) fn callback(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
         Ok(self.cb.borrow(py)?.as_ref().map(|(c, _)| c.clone_ref(py)))
     }
 

@@ -91,6 +91,26 @@ impl LoopCore {
         Ok(())
     }
 
+    /// Run now the step a task just scheduled (its constructor calls `call_soon(task.__step)`),
+    /// as 3.12's eager task start does: a coroutine that finishes without waiting runs to its
+    /// end here. `task` must have been made just before, with no Python code in between (its
+    /// step is then the last handle queued); otherwise its step stays queued. Must not run
+    /// inside another task's step (asyncio refuses to enter a task there).
+    pub(crate) fn run_task_step_now(slf: &Bound<'_, Self>, task: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let py = slf.py();
+        let Some(h) = slf.get().queues.borrow_mut(py)?.ready.pop_back() else { return Ok(false) };
+        let owner = match h.core().callback(py)? {
+            Some(cb) => cb.bind(py).getattr(pyo3::intern!(py, "__self__")).ok(),
+            None => None,
+        };
+        if !owner.is_some_and(|o| o.is(task)) {
+            slf.get().queues.borrow_mut(py)?.ready.push_back(h);
+            return Ok(false);
+        }
+        h.run(py)?;
+        Ok(true)
+    }
+
     /// A handle for `callback(*args)` in `context` (a copy of the current one if `None`).
     pub(crate) fn new_handle(slf: &Bound<'_, Self>, callback: &Bound<'_, PyAny>, args: Args, context: Option<Bound<'_, PyAny>>) -> PyResult<Py<Handle>> {
         let py = slf.py();

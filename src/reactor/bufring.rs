@@ -215,6 +215,21 @@ impl RingRead {
         at
     }
 
+    /// Hand the rest to `f` one buffer at a time, in order, each given back to the kernel as
+    /// soon as `f` returns (for a consumer that copies into a buffer of its own).
+    pub fn drain_chunks(mut self, mut f: impl FnMut(&[u8])) {
+        let mut ring = self.pool.lock();
+        while self.next < self.chunks.len() {
+            let (bid, len) = self.chunks[self.next];
+            f(&ring.data(bid, len)[self.off..]);
+            ring.recycle(bid);
+            self.next += 1;
+            self.off = 0;
+        }
+        ring.publish();
+        self.left = 0;
+    }
+
     /// Run `f` on the bytes of a read that is exactly one buffer (a datagram), then give the
     /// buffer back.
     pub fn with_single<R>(self, f: impl FnOnce(&[u8]) -> R) -> R {

@@ -21,17 +21,54 @@ use std::os::fd::RawFd;
 use pyo3::exceptions::{PyKeyboardInterrupt, PySystemExit};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
-use pyo3::{intern, PyTraverseError, PyVisit};
+use pyo3::{intern, PyClass, PyTraverseError, PyVisit};
 
 use super::reading::ReadState;
 use crate::eventloop::core::LoopCore;
 use crate::eventloop::gil_cell::GilCell;
+use crate::reactor::RingRead;
 
-/// How reads reach the protocol, picked by `set_protocol` as asyncio does.
+/// What a native protocol receives: bytes read into a buffer of the transport's, or a read
+/// still in the loop's ring buffers.
+pub enum Received<'a> {
+    Slice(&'a [u8]),
+    Ring(RingRead),
+}
+
+/// A protocol written in Rust (the HTTP connection): the transport hands it what it reads with
+/// no Python call and no `bytes` object. The protocol installs itself from its
+/// `connection_made` with `StreamIO::set_native_protocol`; the transport's other calls to its
+/// protocol (`eof_received`, `connection_lost`, `pause_writing`, …) stay asyncio's.
+pub trait NativeProtocol: PyClass {
+    /// Take `data` in. No Python code may run here: the transport may still hold a buffer
+    /// that Python code could need (it runs in `process`).
+    fn feed(slf: &Bound<'_, Self>, data: Received<'_>) -> PyResult<()>;
+    /// Act on what was fed (called right after `feed`, with nothing of the transport's held).
+    fn process(slf: &Bound<'_, Self>) -> PyResult<()>;
+}
+
+/// A native protocol: the object and its type's two entry points.
+struct NativeSink {
+    obj: Py<PyAny>,
+    feed: fn(&Bound<'_, PyAny>, Received<'_>) -> PyResult<()>,
+    process: fn(&Bound<'_, PyAny>) -> PyResult<()>,
+}
+
+fn feed_as<T: NativeProtocol>(obj: &Bound<'_, PyAny>, data: Received<'_>) -> PyResult<()> {
+    T::feed(obj.cast::<T>()?, data)
+}
+
+fn process_as<T: NativeProtocol>(obj: &Bound<'_, PyAny>) -> PyResult<()> {
+    T::process(obj.cast::<T>()?)
+}
+
+/// How reads reach the protocol, picked by `set_protocol` as asyncio does (or by a native
+/// protocol, `set_native_protocol`).
 enum Sink {
     None,
     Data(Py<PyAny>),
     Buffered { get_buffer: Py<PyAny>, buffer_updated: Py<PyAny> },
+    Native(NativeSink),
 }
 
 impl Sink {
@@ -42,6 +79,7 @@ impl Sink {
             Sink::Buffered { get_buffer, buffer_updated } => {
                 Sink::Buffered { get_buffer: get_buffer.clone_ref(py), buffer_updated: buffer_updated.clone_ref(py) }
             }
+            Sink::Native(n) => Sink::Native(NativeSink { obj: n.obj.clone_ref(py), feed: n.feed, process: n.process }),
         }
     }
 }
@@ -97,6 +135,26 @@ fn is_fatal_to_loop(py: Python<'_>, e: &PyErr) -> bool {
 }
 
 impl StreamIO {
+    /// Make `proto` this transport's reader (see `NativeProtocol`).
+    pub fn set_native_protocol<T: NativeProtocol>(&self, py: Python<'_>, proto: Py<T>) -> PyResult<()> {
+        let sink = Sink::Native(NativeSink { obj: proto.into_any(), feed: feed_as::<T>, process: process_as::<T> });
+        let old = std::mem::replace(&mut self.st.borrow_mut(py)?.sink, sink);
+        drop(old);
+        Ok(())
+    }
+
+    /// The socket, for native protocols that ask it directly (sendfile).
+    pub fn fd(&self) -> RawFd {
+        self.fd
+    }
+
+    /// Whether the write buffer is above its high-water mark (a native protocol's `send`
+    /// waits then).
+    pub fn write_blocked(&self, py: Python<'_>) -> PyResult<bool> {
+        let st = self.st.borrow(py)?;
+        Ok(st.size > st.high)
+    }
+
     fn transport(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
         Ok(self.st.borrow(py)?.transport.as_ref().map(|t| t.clone_ref(py)))
     }
@@ -206,6 +264,7 @@ impl StreamIO {
         match &st.sink {
             Sink::None => {}
             Sink::Data(cb) => visit.call(cb)?,
+            Sink::Native(n) => visit.call(&n.obj)?,
             Sink::Buffered { get_buffer, buffer_updated } => {
                 visit.call(get_buffer)?;
                 visit.call(buffer_updated)?;

@@ -29,7 +29,7 @@ use pyo3::types::PyBytes;
 
 use super::super::buffers::{ring_read_bytes, with_scratch, View, MAX_READ};
 use super::super::reading::reading_pymethods;
-use super::{Sink, StreamIO};
+use super::{NativeSink, Received, Sink, StreamIO};
 use crate::errors::os_error;
 use crate::eventloop::core::LoopCore;
 use crate::eventloop::handle::Args;
@@ -179,6 +179,45 @@ impl StreamIO {
         })
     }
 
+    /// A readiness read for a native protocol: one `recv` into the scratch buffer, fed from
+    /// there (no `bytes`), then processed once the scratch buffer is free again.
+    fn read_native(slf: &Bound<'_, Self>, sink: &NativeSink) -> PyResult<()> {
+        let py = slf.py();
+        let this = slf.get();
+        let obj = sink.obj.bind(py);
+        let res = with_scratch(|s| -> PyResult<Result<usize, std::io::Error>> {
+            // SAFETY: the scratch buffer is MAX_READ writable bytes owned by this thread.
+            let n = unsafe { libc::recv(this.fd, s.as_mut_ptr().cast(), MAX_READ, 0) };
+            if n < 0 {
+                return Ok(Err(std::io::Error::last_os_error()));
+            }
+            if n > 0 {
+                (sink.feed)(obj, Received::Slice(&s[..n as usize]))?;
+            }
+            Ok(Ok(n as usize))
+        });
+        let n = match res {
+            Ok(Ok(0)) => return this.on_eof(py),
+            Ok(Ok(n)) => n,
+            Ok(Err(e)) if matches!(e.raw_os_error(), Some(libc::EAGAIN) | Some(libc::EINTR)) => return Ok(()),
+            Ok(Err(e)) => return this.fatal(py, os_error(e), "Fatal read error on socket transport"),
+            Err(e) => return this.fatal(py, e, "Fatal error: protocol.data_received() call failed."),
+        };
+        if let Err(e) = (sink.process)(obj) {
+            return this.fatal(py, e, "Fatal error: protocol.data_received() call failed.");
+        }
+        Self::after_readiness_read(slf, n)
+    }
+
+    /// Hand a native protocol bytes it must take now (from the ring, or held while paused).
+    fn to_native(&self, py: Python<'_>, sink: &NativeSink, data: Received<'_>) -> PyResult<()> {
+        let obj = sink.obj.bind(py);
+        match (sink.feed)(obj, data).and_then(|_| (sink.process)(obj)) {
+            Ok(()) => Ok(()),
+            Err(e) => self.fatal(py, e, "Fatal error: protocol.data_received() call failed."),
+        }
+    }
+
     fn to_data_received(&self, py: Python<'_>, cb: &Py<PyAny>, data: &Bound<'_, PyBytes>) -> PyResult<()> {
         match cb.call1(py, (data,)) {
             Ok(_) => Ok(()),
@@ -314,6 +353,7 @@ impl StreamIO {
             Sink::None => Ok(()),
             Sink::Data(cb) => Self::read_data(slf, &cb),
             Sink::Buffered { get_buffer, buffer_updated } => Self::read_buffered(slf, &get_buffer, &buffer_updated),
+            Sink::Native(n) => Self::read_native(slf, &n),
         }
     }
 
@@ -359,6 +399,7 @@ impl StreamIO {
                     Sink::None => {}
                     Sink::Data(cb) => this.to_data_received(py, &cb, b)?,
                     Sink::Buffered { get_buffer, buffer_updated } => this.feed_buffered(py, Source::Bytes(b.as_bytes()), &get_buffer, &buffer_updated)?,
+                    Sink::Native(n) => this.to_native(py, &n, Received::Slice(b.as_bytes()))?,
                 }
                 continue;
             }
@@ -434,6 +475,7 @@ impl StreamIO {
                 let b = ring_read_bytes(py, r)?;
                 this.to_data_received(py, &cb, &b)?;
             }
+            Sink::Native(native) => this.to_native(py, &native, Received::Ring(r))?,
         }
         Self::maybe_go_bulk(slf, n)
     }

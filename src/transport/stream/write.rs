@@ -281,23 +281,49 @@ impl StreamIO {
     }
 
     fn write_one(slf: &Bound<'_, Self>, data: &Bound<'_, PyAny>) -> PyResult<()> {
-        let py = slf.py();
-        let this = slf.get();
         let bytes = data.cast::<PyBytes>().ok();
         if bytes.is_none() {
             check_bytes_like(data)?;
         }
-        let view = match bytes {
-            Some(_) => None,
-            None => Some(View::new(data, ffi::PyBUF_SIMPLE)?),
+        let next = {
+            let view = match bytes {
+                Some(_) => None,
+                None => Some(View::new(data, ffi::PyBUF_SIMPLE)?),
+            };
+            let payload: &[u8] = match (&bytes, &view) {
+                (Some(b), _) => b.as_bytes(),
+                (None, Some(v)) => v.bytes(),
+                _ => unreachable!("one of the two is set"),
+            };
+            Self::send_or_keep(slf, payload, bytes)?
+            // The buffer view ends here: what follows may run Python code (`pause_writing`,
+            // `connection_lost`) that resizes the very bytearray written.
         };
-        let payload: &[u8] = match (&bytes, &view) {
-            (Some(b), _) => b.as_bytes(),
-            (None, Some(v)) => v.bytes(),
-            _ => unreachable!("one of the two is set"),
-        };
+        Self::after_send(slf, next)
+    }
+
+    /// A native protocol's write (see `NativeProtocol`): `data` goes out at once when the
+    /// transport is idle, with no `bytes` object; whatever waits is copied into one.
+    pub(crate) fn write_slice(slf: &Bound<'_, Self>, data: &[u8]) -> PyResult<()> {
+        let next = Self::send_or_keep(slf, data, None)?;
+        Self::after_send(slf, next)
+    }
+
+    /// A native protocol's write of a `bytes` it holds (a large response body): queued as is,
+    /// never copied.
+    pub(crate) fn write_bytes(slf: &Bound<'_, Self>, data: &Bound<'_, PyBytes>) -> PyResult<()> {
+        let next = Self::send_or_keep(slf, data.as_bytes(), Some(data))?;
+        Self::after_send(slf, next)
+    }
+
+    /// Send `payload` at once if the transport is idle (see the module docs), and say what is
+    /// left to do; `bytes` is the object it lives in, if any (kept without a copy). Runs no
+    /// Python code but the lost-connection warning.
+    fn send_or_keep(slf: &Bound<'_, Self>, payload: &[u8], bytes: Option<&Bound<'_, PyBytes>>) -> PyResult<AfterSend> {
+        let py = slf.py();
+        let this = slf.get();
         if !this.write_allowed(py, payload.len())? {
-            return Ok(());
+            return Ok(AfterSend::Done);
         }
         let iteration = this.loop_.get().iteration();
         let direct = {
@@ -314,25 +340,36 @@ impl StreamIO {
                 Some(b) => b.clone().unbind(),
                 None => PyBytes::new(py, payload).unbind(),
             };
-            drop(view);
-            return Self::buffer(slf, owned, false);
+            return Ok(AfterSend::Buffer(owned, false));
         }
-        match send_now(this.fd, payload) {
-            Sent::All => Ok(()),
+        Ok(match send_now(this.fd, payload) {
+            Sent::All => AfterSend::Done,
             Sent::Part(n) => {
                 let rest = match (n, bytes) {
                     (0, Some(b)) => b.clone().unbind(),
                     _ => PyBytes::new(py, &payload[n..]).unbind(),
                 };
-                drop(view);
-                Self::buffer(slf, rest, true)
+                AfterSend::Buffer(rest, true)
             }
-            Sent::Err(e) => {
-                drop(view);
-                this.fatal(py, os_error(e), "Fatal write error on socket transport")
-            }
+            Sent::Err(e) => AfterSend::Fatal(e),
+        })
+    }
+
+    fn after_send(slf: &Bound<'_, Self>, next: AfterSend) -> PyResult<()> {
+        match next {
+            AfterSend::Done => Ok(()),
+            AfterSend::Buffer(rest, sent_some) => Self::buffer(slf, rest, sent_some),
+            AfterSend::Fatal(e) => slf.get().fatal(slf.py(), os_error(e), "Fatal write error on socket transport"),
         }
     }
+}
+
+/// What a write leaves to do once its payload is no longer borrowed.
+enum AfterSend {
+    Done,
+    /// Queue these bytes (`true`: part of the payload went out already).
+    Buffer(Py<PyBytes>, bool),
+    Fatal(std::io::Error),
 }
 
 impl FlushAtEnd for StreamIO {
