@@ -2,7 +2,7 @@
 
 pub mod errors;
 pub mod eventloop;
-mod http;
+pub mod http;
 pub mod py;
 pub mod reactor;
 pub mod transport;
@@ -29,6 +29,15 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<eventloop::handle::TimerHandle>()?;
     m.add_class::<transport::stream::StreamIO>()?;
     m.add_class::<transport::datagram::DatagramIO>()?;
+    m.add_class::<http::server::ServerState>()?;
+    m.add_class::<http::conn::HttpConn>()?;
+    m.add_class::<http::asgi::Receive>()?;
+    m.add_class::<http::asgi::Send>()?;
+    m.add_class::<http::cycle::Done>()?;
+    m.add_class::<http::cycle::Ready>()?;
+    m.add_class::<http::native::Request>()?;
+    m.add_class::<http::native::Response>()?;
+    m.add("ClientDisconnected", m.py().get_type::<http::cycle::ClientDisconnected>())?;
     m.add_function(wrap_pyfunction!(io_uring_available, m)?)?;
     m.add_function(wrap_pyfunction!(watch::audit::audit_hook_install, m)?)?;
     m.add_function(wrap_pyfunction!(watch::audit::audit_set_in_slice, m)?)?;

@@ -1,4 +1,12 @@
-//! The server's protocols. `h1` is sans-I/O HTTP/1.1; `conn.rs` (to come) joins it to the
-//! stream transport and Python.
+//! The HTTP server's native half. `h1` is sans-I/O HTTP/1.1 (no PyO3); `conn` joins it to the
+//! stream transport and the application, one connection each; `request` turns a request head
+//! into Python objects; `asgi` is the ASGI request cycle (`receive`/`send`); `server` what the
+//! connections of one worker share. The Python half is `ringloop.server`.
 
+pub mod asgi;
+pub mod conn;
+pub mod cycle;
 pub mod h1;
+pub mod native;
+pub mod request;
+pub mod server;

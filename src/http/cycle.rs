@@ -1,0 +1,519 @@
+//! One request and its response, whatever the interface: the `Cycle` a connection holds from
+//! a request head until its response ends, reading the request body for the application
+//! (`poll_body`, `answer_receiver`), and writing the response (`record_start`, `write_head`,
+//! `write_body`, `end`, `abandon`, `end_with_error`). ASGI's `receive`/`send` (`asgi`), the
+//! native handler API (`native`) and the WSGI bridge all write through these.
+//!
+//! The head is held until the first body, so the head, a body known whole and its
+//! `content-length` leave together; a large body is written from the application's own `bytes`
+//! (framed by `h1`, not copied). `write_body` on a connection the client has closed raises
+//! `ClientDisconnected` (an `OSError`), as ASGI spec 2.4 asks.
+
+use pyo3::exceptions::{PyOSError, PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
+use pyo3::{intern, PyTraverseError, PyVisit};
+
+use super::conn::{ConnState, HttpConn};
+use super::h1::{After, Event};
+use super::request::HeadCopy;
+
+pyo3::create_exception!(
+    _core,
+    ClientDisconnected,
+    PyOSError,
+    "Writing to a connection the client has closed (ASGI spec 2.4: an OSError subclass)."
+);
+
+/// Bodies at least this large are written from the application's own `bytes`.
+const COPY_BELOW: usize = 16 * 1024;
+
+/// One request and its response, from its head until the response ends.
+pub(crate) struct Cycle {
+    pub(crate) id: u64,
+    pub(crate) method: Py<PyString>,
+    pub(crate) path: Py<PyString>,
+    pub(crate) query: Py<PyBytes>,
+    pub(crate) version: Py<PyString>,
+    /// When the head was read (CLOCK_MONOTONIC ns), for the access log's duration.
+    pub(crate) begun: u64,
+    /// `http.response.start` seen: the status, and its headers until the head is written.
+    pub(crate) start_seen: bool,
+    pub(crate) status: u16,
+    headers: Option<Py<PyAny>>,
+    /// Bytes of the response head were produced.
+    pub(crate) started: bool,
+    pub(crate) complete: bool,
+    /// Body bytes written (for the access log).
+    pub(crate) sent: u64,
+    body_done: bool,
+    pub(crate) receive_waiter: Option<Py<PyAny>>,
+    /// Body arrived while `receive` waits (set by `conn`, acted on after its borrow).
+    pub(crate) wake: bool,
+    /// A synchronous native handler's request, waiting for its whole body (`collected`).
+    pub(crate) pending: Option<Py<super::native::Request>>,
+    pub(crate) collected: Vec<u8>,
+}
+
+impl Cycle {
+    pub(crate) fn new(id: u64, head: &HeadCopy, py: Python<'_>) -> Cycle {
+        Cycle {
+            id,
+            method: head.method.clone_ref(py),
+            path: head.path.clone_ref(py),
+            query: head.query.clone_ref(py),
+            version: head.http_version(py),
+            begun: crate::reactor::sys::monotonic_ns(),
+            start_seen: false,
+            status: 0,
+            headers: None,
+            started: false,
+            complete: false,
+            sent: 0,
+            body_done: false,
+            receive_waiter: None,
+            wake: false,
+            pending: None,
+            collected: Vec::new(),
+        }
+    }
+
+    pub(crate) fn traverse(&self, visit: &PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.method)?;
+        visit.call(&self.path)?;
+        visit.call(&self.query)?;
+        visit.call(&self.version)?;
+        visit.call(&self.headers)?;
+        visit.call(&self.pending)?;
+        visit.call(&self.receive_waiter)
+    }
+}
+
+/// The cycle `id` of `st`, if it is still the current one.
+pub(crate) fn current(st: &mut ConnState, id: u64) -> Option<&mut Cycle> {
+    st.cycle.as_mut().filter(|c| c.id == id)
+}
+
+/// The shared finished future `send` returns (see the module docs).
+pub(crate) fn done_future(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
+    static DONE: PyOnceLock<Py<Done>> = PyOnceLock::new();
+    Ok(DONE.get_or_try_init(py, || Py::new(py, Done))?.bind(py).clone().into_any())
+}
+
+/// An awaitable that is already finished with `None`: what `send` returns while the transport
+/// takes more. One object serves every call, and awaiting it allocates nothing (its iterator
+/// ends without raising), where a finished `Future` makes an iterator per `await`. `done()` and
+/// `result()` answer like a finished future's, for code that inspects what `send` returned.
+#[pyclass(module = "ringloop._core", frozen)]
+pub struct Done;
+
+#[pymethods]
+impl Done {
+    fn __await__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
+        slf
+    }
+
+    fn __iter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
+        slf
+    }
+
+    fn __next__(&self) -> Option<Py<PyAny>> {
+        None
+    }
+
+    fn done(&self) -> bool {
+        true
+    }
+
+    fn result(&self) {}
+}
+
+/// An awaitable already finished with a value (a `receive` message): awaiting it returns the
+/// value at once.
+#[pyclass(module = "ringloop._core", frozen)]
+pub struct Ready {
+    value: Py<PyAny>,
+}
+
+#[pymethods]
+impl Ready {
+    fn __await__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
+        slf
+    }
+
+    fn __iter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
+        slf
+    }
+
+    fn __next__(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
+        Err(pyo3::exceptions::PyStopIteration::new_err((self.value.clone_ref(py),)))
+    }
+
+    fn done(&self) -> bool {
+        true
+    }
+
+    fn result(&self, py: Python<'_>) -> Py<PyAny> {
+        self.value.clone_ref(py)
+    }
+
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.value)
+    }
+}
+
+/// An awaitable already holding `value`.
+pub(crate) fn ready<'py>(py: Python<'py>, _loop: &Bound<'py, PyAny>, value: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    Ok(Bound::new(py, Ready { value: value.unbind() })?.into_any())
+}
+
+/// Set `fut`'s result unless it is already done (cancelled by the application).
+pub(crate) fn resolve(fut: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>) -> PyResult<()> {
+    let py = fut.py();
+    if !fut.call_method0(intern!(py, "done"))?.is_truthy()? {
+        fut.call_method1(intern!(py, "set_result"), (value,))?;
+    }
+    Ok(())
+}
+
+pub(crate) fn disconnect(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
+    let d = PyDict::new(py);
+    d.set_item(intern!(py, "type"), intern!(py, "http.disconnect"))?;
+    Ok(d.into_any())
+}
+
+/// What `receive` found without waiting.
+pub(crate) enum Got {
+    Body(Py<PyBytes>, bool),
+    Disconnect,
+    Wait,
+}
+
+/// Read what the request body has buffered (answering `Expect: 100-continue` first), or tell
+/// that `receive` must wait.
+pub(crate) fn poll_body(conn: &Bound<'_, HttpConn>, id: u64) -> PyResult<Got> {
+    let py = conn.py();
+    let this = conn.get();
+    let mut flush_continue = false;
+    let mut error: Option<(u16, &'static str)> = None;
+    let got = {
+        let mut st = this.st.borrow_mut(py)?;
+        let st = &mut *st;
+        let lost = st.lost;
+        let Some(c) = current(st, id) else { return Ok(Got::Disconnect) };
+        if c.complete || lost {
+            return Ok(Got::Disconnect);
+        }
+        if c.body_done {
+            return Ok(if st.h1.peer_closed() { Got::Disconnect } else { Got::Wait });
+        }
+        let mut first: Option<Py<PyBytes>> = None;
+        let mut more: Vec<u8> = Vec::new();
+        let mut done = false;
+        loop {
+            match st.h1.poll() {
+                Ok(Event::Continue) => {
+                    HttpConn::push_continue(st);
+                    flush_continue = true;
+                }
+                Ok(Event::Data(d)) => match &first {
+                    None => first = Some(PyBytes::new(py, d).unbind()),
+                    Some(f) => {
+                        if more.is_empty() {
+                            more.extend_from_slice(f.bind(py).as_bytes());
+                        }
+                        more.extend_from_slice(d);
+                    }
+                },
+                Ok(Event::End) | Ok(Event::Paused) => {
+                    done = true;
+                    break;
+                }
+                Ok(Event::NeedData) => break,
+                Ok(_) => return Ok(Got::Disconnect),
+                Err(e) => {
+                    error = Some((e.status(), e.rule()));
+                    break;
+                }
+            }
+        }
+        if error.is_some() {
+            Got::Disconnect
+        } else {
+            let c = current(st, id).expect("checked above");
+            c.body_done = done;
+            st.since = crate::reactor::sys::monotonic_ns();
+            match (first, more.is_empty()) {
+                (None, _) if !done => Got::Wait,
+                (None, _) => Got::Body(PyBytes::new(py, b"").unbind(), false),
+                (Some(f), true) => Got::Body(f, !done),
+                (Some(_), false) => Got::Body(PyBytes::new(py, &more).unbind(), !done),
+            }
+        }
+    };
+    if let Some((status, rule)) = error {
+        // A body the protocol refuses (too large, bad chunking): its answer, and the end.
+        end_with_error(conn, id, status, rule)?;
+    }
+    if flush_continue && this.st.borrow(py)?.cycle.is_some() {
+        HttpConn::flush(conn)?;
+    }
+    Ok(got)
+}
+
+pub(crate) fn body_message(py: Python<'_>, body: Py<PyBytes>, more: bool) -> PyResult<Bound<'_, PyAny>> {
+    let d = PyDict::new(py);
+    d.set_item(intern!(py, "type"), intern!(py, "http.request"))?;
+    d.set_item(intern!(py, "body"), body)?;
+    d.set_item(intern!(py, "more_body"), more)?;
+    Ok(d.into_any())
+}
+
+/// A `receive` waits and something happened (body, EOF, response end, disconnect): answer it
+/// if it can be answered now.
+pub(crate) fn answer_receiver(conn: &Bound<'_, HttpConn>) -> PyResult<()> {
+    let py = conn.py();
+    let this = conn.get();
+    let id = match this.st.borrow(py)?.cycle.as_ref() {
+        Some(c) if c.receive_waiter.is_some() => c.id,
+        _ => return Ok(()),
+    };
+    let msg = match poll_body(conn, id)? {
+        Got::Wait => return Ok(()),
+        Got::Disconnect => disconnect(py)?,
+        Got::Body(b, more) => body_message(py, b, more)?,
+    };
+    let waiter = {
+        let mut st = this.st.borrow_mut(py)?;
+        current(&mut st, id).and_then(|c| c.receive_waiter.take())
+    };
+    if let Some(w) = waiter {
+        resolve(w.bind(py), &msg)?;
+    }
+    HttpConn::flush(conn)
+}
+
+/// The cycle is over (response ended or connection lost): a `receive` still waiting learns
+/// of the disconnect.
+pub(crate) fn cycle_over(py: Python<'_>, mut c: Cycle) -> PyResult<()> {
+    if let Some(w) = c.receive_waiter.take() {
+        resolve(w.bind(py), &disconnect(py)?)?;
+    }
+    Ok(())
+}
+
+/// End cycle `id` with the server's own error answer (when no response byte was written yet)
+/// and close the connection.
+pub(crate) fn end_with_error(conn: &Bound<'_, HttpConn>, id: u64, status: u16, rule: &'static str) -> PyResult<()> {
+    let py = conn.py();
+    let this = conn.get();
+    let ended = this.with_stamp(py, |st, stamp| {
+        let Some(c) = current(st, id) else { return false };
+        if c.complete {
+            return false;
+        }
+        c.complete = true;
+        c.status = if c.started { c.status } else { status };
+        st.h1.write_error(&mut st.out, status, stamp);
+        true
+    })?;
+    if let (true, Some(debug)) = (ended, &this.server.get().log_debug) {
+        let client = this.st.borrow(py)?.client.clone_ref(py);
+        debug.call1(py, (format!("request answered with {status}: {rule}"), client))?;
+    }
+    if ended {
+        HttpConn::response_ended(conn, After::Close)?;
+    }
+    HttpConn::close_when_flushed(conn)
+}
+
+/// `http.response.start` (or a native response's status line): recorded, written with the
+/// first body (see the module docs).
+pub(crate) fn record_start(conn: &Bound<'_, HttpConn>, id: u64, status: u16, headers: Option<Py<PyAny>>) -> PyResult<()> {
+    if !(100..=999).contains(&status) {
+        return Err(PyValueError::new_err(format!("Invalid HTTP status code '{status}' in response.")));
+    }
+    let py = conn.py();
+    let mut st = conn.get().st.borrow_mut(py)?;
+    let Some(c) = current(&mut st, id) else { return Ok(()) };
+    if c.start_seen {
+        return Err(PyRuntimeError::new_err("Unexpected ASGI message 'http.response.start' sent, after response already started."));
+    }
+    c.start_seen = true;
+    c.status = status;
+    c.headers = headers;
+    Ok(())
+}
+
+/// The response head (once): status and the application's fields, framed by `h1` with
+/// `body_len` when the whole body is known.
+pub(crate) fn write_head(conn: &Bound<'_, HttpConn>, id: u64, body_len: Option<u64>) -> PyResult<bool> {
+    let py = conn.py();
+    let conn = conn.get();
+    let (status, headers) = {
+        let mut st = conn.st.borrow_mut(py)?;
+        let Some(c) = current(&mut st, id) else { return Ok(false) };
+        if c.started {
+            return Ok(true);
+        }
+        (c.status, c.headers.take())
+    };
+    // The fields as `bytes`, taken out of the application's objects before the borrow.
+    let fields = match headers {
+        Some(h) => header_fields(h.bind(py))?,
+        None => Vec::new(),
+    };
+    let defaults = &conn.server.get().default_headers;
+    let written = conn.with_stamp(py, |st, stamp| -> Result<bool, super::h1::EncodeError> {
+        let st = &mut *st;
+        if current(st, id).is_none() {
+            return Ok(false);
+        }
+        let mut r = st.h1.response(&mut st.out, status)?;
+        for (n, v) in &fields {
+            r.header(n.as_bytes(), v.as_bytes())?;
+        }
+        // `--header` fields the application did not set itself (its own value wins).
+        for (n, v) in defaults {
+            if !fields.iter().any(|(f, _)| f.as_bytes().eq_ignore_ascii_case(n)) {
+                r.header(n, v)?;
+            }
+        }
+        r.end(body_len, stamp)?;
+        if let Some(c) = current(st, id) {
+            c.started = true;
+        }
+        Ok(true)
+    })?;
+    written.map_err(|e| PyValueError::new_err(format!("invalid response: {} ({})", e, e.rule())))
+}
+
+/// Body bytes of the response (`more`: not the last), written behind the head.
+pub(crate) fn write_body(conn: &Bound<'_, HttpConn>, id: u64, body: &Bound<'_, PyBytes>, more: bool) -> PyResult<()> {
+    let py = conn.py();
+    let this = conn.get();
+    {
+        let mut st = this.st.borrow_mut(py)?;
+        let lost = st.lost;
+        match current(&mut st, id) {
+            None if lost => return Err(ClientDisconnected::new_err("the client disconnected")),
+            None => return Err(PyRuntimeError::new_err("Unexpected ASGI message 'http.response.body' sent, after response already completed.")),
+            Some(c) if !c.start_seen => {
+                return Err(PyRuntimeError::new_err("Expected ASGI message 'http.response.start', but got 'http.response.body'."))
+            }
+            Some(c) if c.complete => {
+                return Err(PyRuntimeError::new_err("Unexpected ASGI message 'http.response.body' sent, after response already completed."))
+            }
+            Some(_) if lost => return Err(ClientDisconnected::new_err("the client disconnected")),
+            Some(c) => c.sent += body.as_bytes().len() as u64,
+        }
+    }
+    let len = body.as_bytes().len();
+    if !write_head(conn, id, (!more).then_some(len as u64))? {
+        return Ok(());
+    }
+    if len >= COPY_BELOW {
+        let after = {
+            let mut st = this.st.borrow_mut(py)?;
+            let st = &mut *st;
+            st.h1.frame_body(&mut st.out, len).map_err(|e| PyValueError::new_err(format!("invalid response body: {e}")))?
+        };
+        if let Some(after) = after {
+            HttpConn::write_large_body(conn, body, after)?;
+        }
+    } else if len > 0 {
+        let mut st = this.st.borrow_mut(py)?;
+        let st = &mut *st;
+        st.h1.write_body(&mut st.out, body.as_bytes()).map_err(|e| PyValueError::new_err(format!("invalid response body: {e}")))?;
+    }
+    if !more {
+        end(conn, id)?;
+    } else {
+        HttpConn::queue_flush(conn)?;
+    }
+    Ok(())
+}
+
+/// End the response (the last chunk, if chunked) and go on.
+pub(crate) fn end(conn: &Bound<'_, HttpConn>, id: u64) -> PyResult<()> {
+    let py = conn.py();
+    let after = {
+        let mut st = conn.get().st.borrow_mut(py)?;
+        let st = &mut *st;
+        let Some(c) = current(st, id) else { return Ok(()) };
+        c.complete = true;
+        match st.h1.end_response(&mut st.out) {
+            Ok(a) => a,
+            Err(_) => After::Close,
+        }
+    };
+    HttpConn::response_ended(conn, after)
+}
+
+/// The application ended the cycle unfinished: the server's 500 if nothing was written,
+/// else the connection closes (the client cannot tell a cut response otherwise).
+pub(crate) fn abandon(conn: &Bound<'_, HttpConn>, id: u64) -> PyResult<()> {
+    let py = conn.py();
+    let started = {
+        let mut st = conn.get().st.borrow_mut(py)?;
+        match current(&mut st, id) {
+            Some(c) if !c.complete => c.started,
+            _ => return Ok(()),
+        }
+    };
+    if started {
+        {
+            let mut st = conn.get().st.borrow_mut(py)?;
+            if let Some(c) = current(&mut st, id) {
+                c.complete = true;
+            }
+            st.h1.set_close();
+        }
+        HttpConn::response_ended(conn, After::Close)?;
+        return HttpConn::close_when_flushed(conn);
+    }
+    end_with_error(conn, id, 500, "application-error")
+}
+
+/// Response headers as `(name, value)` bytes pairs: a list or tuple of 2-tuples (what every
+/// framework sends) is read by index, anything else iterated.
+fn header_fields<'py>(headers: &Bound<'py, PyAny>) -> PyResult<Vec<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)>> {
+    let pair = |item: &Bound<'py, PyAny>| -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
+        let (n, v) = if let Ok(t) = item.cast::<PyTuple>() {
+            if t.len() != 2 {
+                return Err(PyValueError::new_err(format!("a response header must be a (name, value) pair, got {}", item.repr()?)));
+            }
+            (t.get_item(0)?, t.get_item(1)?)
+        } else {
+            let mut it = item.try_iter()?;
+            match (it.next().transpose()?, it.next().transpose()?, it.next().transpose()?) {
+                (Some(n), Some(v), None) => (n, v),
+                _ => return Err(PyValueError::new_err(format!("a response header must be a (name, value) pair, got {}", item.repr()?))),
+            }
+        };
+        let n = n.cast_into::<PyBytes>().map_err(|_| PyTypeError::new_err("response header names must be bytes"))?;
+        let v = v.cast_into::<PyBytes>().map_err(|_| PyTypeError::new_err("response header values must be bytes"))?;
+        Ok((n, v))
+    };
+    if let Ok(list) = headers.cast::<PyList>() {
+        return list.iter().map(|i| pair(&i)).collect();
+    }
+    if let Ok(t) = headers.cast::<PyTuple>() {
+        return t.iter().map(|i| pair(&i)).collect();
+    }
+    headers.try_iter()?.map(|i| pair(&i?)).collect()
+}
+
+/// A response body as `bytes` (`bytearray` and `memoryview` copied once).
+pub(crate) fn body_bytes<'py>(obj: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
+    match obj.cast_into::<PyBytes>() {
+        Ok(b) => Ok(b),
+        Err(e) => {
+            let obj = e.into_inner();
+            let py = obj.py();
+            let v = pyo3::buffer::PyBuffer::<u8>::get(&obj).map_err(|_| PyTypeError::new_err("the response body must be bytes"))?;
+            Ok(PyBytes::new(py, &v.to_vec(py)?))
+        }
+    }
+}

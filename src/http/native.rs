@@ -1,0 +1,294 @@
+//! The native handler API: `Request` and `Response`, and calling a plain `def handler(request)`
+//! straight from the connection — no task, no scope dict, no ASGI messages.
+//!
+//! A synchronous handler gets the whole body in `request.body` (read before it is called,
+//! within `--limit-request-body`); its `Response` with a `bytes`/`str` body is written here,
+//! natively. A body that is a file or an iterator, and every `async def` handler, go through
+//! `ringloop.server.native` (Python), which writes with the same cycle functions as ASGI's
+//! `send`, back-pressure included. `Request` is also what the WSGI bridge builds its environ
+//! from.
+
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
+use pyo3::{intern, PyTraverseError, PyVisit};
+
+use super::asgi::{Receive, Send};
+use super::conn::HttpConn;
+use super::cycle::{self, Cycle};
+use super::request::HeadCopy;
+use crate::eventloop::gil_cell::GilCell;
+
+/// A request as a native handler (or the WSGI bridge) sees it.
+#[pyclass(module = "ringloop._core", frozen)]
+pub struct Request {
+    method: Py<PyString>,
+    path: Py<PyString>,
+    raw_path: Py<PyBytes>,
+    query: Py<PyBytes>,
+    version: Py<PyString>,
+    fields: Vec<(Py<PyBytes>, Py<PyBytes>)>,
+    /// `headers`, made on first use.
+    headers: GilCell<Option<Py<PyList>>>,
+    client: Py<PyAny>,
+    server: Py<PyAny>,
+    scheme: Py<PyString>,
+    root_path: Py<PyString>,
+    /// The whole body, for synchronous handlers (`None` until read, and for async handlers).
+    body: GilCell<Option<Py<PyBytes>>>,
+    /// For `await request.read()` (async handlers, WSGI).
+    receive: Option<Py<Receive>>,
+}
+
+/// A native handler's answer: `Response(status=200, headers=None, body=b"")`. `headers` is a
+/// list of `(name, value)` bytes pairs; `body` is `bytes`, `str` (UTF-8), a file
+/// (`ringloop.server.native.FileBody`) or an iterator (or async iterator) of bytes.
+#[pyclass(module = "ringloop._core", frozen)]
+pub struct Response {
+    #[pyo3(get)]
+    status: u16,
+    #[pyo3(get)]
+    headers: Option<Py<PyAny>>,
+    #[pyo3(get)]
+    body: Py<PyAny>,
+}
+
+#[pymethods]
+impl Response {
+    #[new]
+    #[pyo3(signature = (status = 200, headers = None, body = None))]
+    fn py_new(py: Python<'_>, status: u16, headers: Option<Py<PyAny>>, body: Option<Py<PyAny>>) -> Response {
+        Response { status, headers, body: body.unwrap_or_else(|| PyBytes::new(py, b"").into_any().unbind()) }
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        Ok(format!("Response(status={}, body={})", self.status, self.body.bind(py).get_type().name()?))
+    }
+
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.headers)?;
+        visit.call(&self.body)
+    }
+}
+
+/// `[(b"content-type", b"text/plain; charset=utf-8")]`, for a handler that returns bytes.
+fn text_plain(py: Python<'_>) -> PyResult<Py<PyAny>> {
+    static CELL: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+    Ok(CELL
+        .get_or_try_init(py, || -> PyResult<Py<PyAny>> {
+            let pair = PyTuple::new(py, [PyBytes::new(py, b"content-type"), PyBytes::new(py, b"text/plain; charset=utf-8")])?;
+            Ok(PyTuple::new(py, [pair])?.into_any().unbind())
+        })?
+        .clone_ref(py))
+}
+
+impl Request {
+    pub(crate) fn new(py: Python<'_>, head: &HeadCopy, conn: &HttpConn, receive: Option<Py<Receive>>) -> PyResult<Request> {
+        let st = conn.st.borrow(py)?;
+        let server = conn.server.get();
+        Ok(Request {
+            method: head.method.clone_ref(py),
+            path: head.path.clone_ref(py),
+            raw_path: head.raw_path.clone_ref(py),
+            query: head.query.clone_ref(py),
+            version: head.http_version(py),
+            fields: head.headers.iter().map(|(n, v)| (n.clone_ref(py), v.clone_ref(py))).collect(),
+            headers: GilCell::new(None),
+            client: st.client.clone_ref(py),
+            server: st.local.clone_ref(py),
+            scheme: server.scheme.clone_ref(py),
+            root_path: server.root_path.clone_ref(py),
+            body: GilCell::new(None),
+            receive,
+        })
+    }
+
+    pub(crate) fn receive_of(&self, py: Python<'_>) -> Option<Py<Receive>> {
+        self.receive.as_ref().map(|r| r.clone_ref(py))
+    }
+
+    pub(crate) fn set_body(&self, py: Python<'_>, body: Py<PyBytes>) -> PyResult<()> {
+        *self.body.borrow_mut(py)? = Some(body);
+        Ok(())
+    }
+}
+
+#[pymethods]
+impl Request {
+    #[getter]
+    fn method(&self, py: Python<'_>) -> Py<PyString> {
+        self.method.clone_ref(py)
+    }
+
+    /// The path, percent-decoded (with the root path, as ASGI's).
+    #[getter]
+    fn path(&self, py: Python<'_>) -> Py<PyString> {
+        self.path.clone_ref(py)
+    }
+
+    #[getter]
+    fn raw_path(&self, py: Python<'_>) -> Py<PyBytes> {
+        self.raw_path.clone_ref(py)
+    }
+
+    #[getter]
+    fn query_string(&self, py: Python<'_>) -> Py<PyBytes> {
+        self.query.clone_ref(py)
+    }
+
+    #[getter]
+    fn http_version(&self, py: Python<'_>) -> Py<PyString> {
+        self.version.clone_ref(py)
+    }
+
+    #[getter]
+    fn client(&self, py: Python<'_>) -> Py<PyAny> {
+        self.client.clone_ref(py)
+    }
+
+    #[getter]
+    fn server(&self, py: Python<'_>) -> Py<PyAny> {
+        self.server.clone_ref(py)
+    }
+
+    #[getter]
+    fn scheme(&self, py: Python<'_>) -> Py<PyString> {
+        self.scheme.clone_ref(py)
+    }
+
+    #[getter]
+    fn root_path(&self, py: Python<'_>) -> Py<PyString> {
+        self.root_path.clone_ref(py)
+    }
+
+    /// `[(name, value), ...]`: lowercased names, as received (bytes).
+    #[getter]
+    fn headers(&self, py: Python<'_>) -> PyResult<Py<PyList>> {
+        if let Some(h) = self.headers.borrow(py)?.as_ref() {
+            return Ok(h.clone_ref(py));
+        }
+        let items = self.fields.iter().map(|(n, v)| PyTuple::new(py, [n.bind(py), v.bind(py)])).collect::<PyResult<Vec<_>>>()?;
+        let list = PyList::new(py, items)?.unbind();
+        *self.headers.borrow_mut(py)? = Some(list.clone_ref(py));
+        Ok(list)
+    }
+
+    /// The first value of header `name` (any case), or `None`.
+    fn header(&self, py: Python<'_>, name: &Bound<'_, PyAny>) -> PyResult<Option<Py<PyBytes>>> {
+        let name: Vec<u8> = match name.cast::<PyString>() {
+            Ok(s) => s.to_str()?.as_bytes().to_ascii_lowercase(),
+            Err(_) => name.cast::<PyBytes>().map_err(|_| PyTypeError::new_err("a header name is str or bytes"))?.as_bytes().to_ascii_lowercase(),
+        };
+        Ok(self.fields.iter().find(|(n, _)| n.bind(py).as_bytes() == name.as_slice()).map(|(_, v)| v.clone_ref(py)))
+    }
+
+    /// The whole body (synchronous handlers); `None` for async handlers (`await read()`).
+    #[getter]
+    fn body(&self, py: Python<'_>) -> PyResult<Option<Py<PyBytes>>> {
+        Ok(self.body.borrow(py)?.as_ref().map(|b| b.clone_ref(py)))
+    }
+
+    /// `await request.read()`: the whole body (async handlers).
+    fn read<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let helper = py.import(intern!(py, "ringloop.server.native"))?.getattr(intern!(py, "read_body"))?;
+        helper.call1((self.receive.as_ref().map(|r| r.clone_ref(py)),))
+    }
+
+    /// `async for chunk in request.stream()`: the body as it arrives (async handlers).
+    fn stream<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let helper = py.import(intern!(py, "ringloop.server.native"))?.getattr(intern!(py, "stream_body"))?;
+        helper.call1((self.receive.as_ref().map(|r| r.clone_ref(py)),))
+    }
+
+    /// The `receive` of the request's cycle (the WSGI bridge reads the body through it).
+    #[getter]
+    fn _receive(&self, py: Python<'_>) -> Option<Py<Receive>> {
+        self.receive.as_ref().map(|r| r.clone_ref(py))
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> String {
+        format!("<Request {} {}>", self.method.bind(py), self.path.bind(py))
+    }
+
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        for (n, v) in &self.fields {
+            visit.call(n)?;
+            visit.call(v)?;
+        }
+        visit.call(&self.client)?;
+        visit.call(&self.server)?;
+        visit.call(&self.receive)?;
+        if let Some(h) = self.headers.try_borrow_unattached() {
+            visit.call(&*h)?;
+        }
+        Ok(())
+    }
+}
+
+/// The request object and the cycle for `head` (native handlers and WSGI); async handlers and
+/// WSGI also get `receive`/`send`.
+pub(crate) fn request(conn: &Bound<'_, HttpConn>, head: &HeadCopy, id: u64, with_io: bool) -> PyResult<(Py<Request>, Cycle, Option<Py<Send>>)> {
+    let py = conn.py();
+    let (receive, send) = if with_io {
+        (Some(Py::new(py, Receive { conn: conn.clone().unbind(), cycle: id })?), Some(Py::new(py, Send { conn: conn.clone().unbind(), cycle: id })?))
+    } else {
+        (None, None)
+    };
+    let request = Py::new(py, Request::new(py, head, conn.get(), receive)?)?;
+    Ok((request, Cycle::new(id, head, py), send))
+}
+
+/// Write a handler's answer natively, if it can be (status, headers, and a `bytes`/`str`
+/// body). `Ok(false)`: the body needs the Python writer (a file or an iterator).
+pub(crate) fn respond(conn: &Bound<'_, HttpConn>, id: u64, answer: &Bound<'_, PyAny>) -> PyResult<bool> {
+    let py = conn.py();
+    let (status, headers, body) = if let Ok(r) = answer.cast::<Response>() {
+        let r = r.get();
+        (r.status, r.headers.as_ref().map(|h| h.clone_ref(py)), r.body.bind(py).clone())
+    } else if answer.is_instance_of::<PyBytes>() || answer.is_instance_of::<PyString>() {
+        (200, Some(text_plain(py)?), answer.clone())
+    } else {
+        return Err(PyTypeError::new_err(format!(
+            "a native handler must return a ringloop Response, bytes or str, not {}",
+            answer.get_type().name()?
+        )));
+    };
+    let body = if body.is_none() {
+        PyBytes::new(py, b"")
+    } else if let Ok(s) = body.cast::<PyString>() {
+        PyBytes::new(py, s.to_str()?.as_bytes())
+    } else if let Ok(b) = body.cast::<PyBytes>() {
+        b.clone()
+    } else {
+        return Ok(false);
+    };
+    cycle::record_start(conn, id, status, headers)?;
+    cycle::write_body(conn, id, &body, false)?;
+    Ok(true)
+}
+
+/// Call the synchronous handler for the request of cycle `id` and answer with what it
+/// returned; an exception is logged and answered with 500 (or the connection closed).
+pub(crate) fn call(conn: &Bound<'_, HttpConn>, id: u64, request: &Bound<'_, Request>) -> PyResult<()> {
+    let py = conn.py();
+    let server = conn.get().server.get();
+    let answer = server.app.bind(py).call1((request,));
+    let outcome = answer.and_then(|a| respond(conn, id, &a).map(|done| (a, done)));
+    match outcome {
+        Ok((_, true)) => Ok(()),
+        Ok((answer, false)) => {
+            // A file or an iterator: the Python writer sends it, in a task.
+            let send = Py::new(py, Send { conn: conn.clone().unbind(), cycle: id })?;
+            let coro = server.runner.bind(py).call_method1(intern!(py, "stream"), (send, answer))?;
+            HttpConn::spawn(conn, &coro).map(|_| ())
+        }
+        Err(e) => {
+            if e.is_instance_of::<pyo3::exceptions::PyKeyboardInterrupt>(py) || e.is_instance_of::<pyo3::exceptions::PySystemExit>(py) {
+                return Err(e);
+            }
+            server.log_error.call1(py, ("Exception in native handler\n", e.into_value(py)))?;
+            cycle::abandon(conn, id)
+        }
+    }
+}

@@ -1,0 +1,285 @@
+//! A request head as Python objects: `HeadCopy` takes what the application will see out of
+//! `h1`'s receive buffer, and `scope` builds ASGI's `http` scope from it.
+//!
+//! Two steps because of the connection's rule (see `conn`): under the connection's borrow
+//! only `str` and `bytes` are made (objects the cycle collector does not track, so making them
+//! can run no Python code); the tuples, the list and the dict come after the borrow ends.
+//! Keys are interned strings, common header names and methods cached objects, so a small GET
+//! costs one `str` for its path, one `bytes` per header field and value, and the containers.
+
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
+use pyo3::{intern, IntoPyObjectExt};
+
+use super::h1::{Framing, Head, Method, Version};
+
+/// A request's fields, out of `h1`'s buffer.
+pub(crate) struct HeadCopy {
+    pub(crate) method: Py<PyString>,
+    pub(crate) version: Version,
+    pub(crate) path: Py<PyString>,
+    pub(crate) raw_path: Py<PyBytes>,
+    pub(crate) query: Py<PyBytes>,
+    /// `(lowercased name, value)` in the order received.
+    pub(crate) headers: Vec<(Py<PyBytes>, Py<PyBytes>)>,
+    /// Forwarding headers, kept for `--proxy-headers`.
+    pub(crate) forwarded_for: Option<Vec<u8>>,
+    pub(crate) forwarded_proto: Option<Vec<u8>>,
+    /// The request has a body to read (Content-Length > 0 or chunked).
+    pub(crate) has_body: bool,
+}
+
+macro_rules! cached_str {
+    ($py:expr, $s:literal) => {{
+        static CELL: PyOnceLock<Py<PyString>> = PyOnceLock::new();
+        CELL.get_or_init($py, || PyString::intern($py, $s).unbind()).clone_ref($py)
+    }};
+}
+
+macro_rules! cached_bytes {
+    ($py:expr, $s:literal) => {{
+        static CELL: PyOnceLock<Py<PyBytes>> = PyOnceLock::new();
+        CELL.get_or_init($py, || PyBytes::new($py, $s).unbind()).clone_ref($py)
+    }};
+}
+
+fn method_str(py: Python<'_>, kind: Method, raw: &[u8]) -> Py<PyString> {
+    match kind {
+        Method::Get => cached_str!(py, "GET"),
+        Method::Post => cached_str!(py, "POST"),
+        Method::Head => cached_str!(py, "HEAD"),
+        Method::Put => cached_str!(py, "PUT"),
+        Method::Delete => cached_str!(py, "DELETE"),
+        Method::Patch => cached_str!(py, "PATCH"),
+        Method::Options => cached_str!(py, "OPTIONS"),
+        // A method token is ASCII (h1 checked it).
+        _ => PyString::new(py, std::str::from_utf8(raw).unwrap_or("")).unbind(),
+    }
+}
+
+/// A header name, lowercased, as `bytes` (the common ones cached).
+fn header_name(py: Python<'_>, name: &[u8]) -> Py<PyBytes> {
+    let mut buf = [0u8; 64];
+    let lower: &[u8] = if name.len() <= buf.len() {
+        for (d, s) in buf.iter_mut().zip(name) {
+            *d = s.to_ascii_lowercase();
+        }
+        &buf[..name.len()]
+    } else {
+        return PyBytes::new(py, &name.to_ascii_lowercase()).unbind();
+    };
+    match lower {
+        b"host" => cached_bytes!(py, b"host"),
+        b"user-agent" => cached_bytes!(py, b"user-agent"),
+        b"accept" => cached_bytes!(py, b"accept"),
+        b"accept-encoding" => cached_bytes!(py, b"accept-encoding"),
+        b"accept-language" => cached_bytes!(py, b"accept-language"),
+        b"connection" => cached_bytes!(py, b"connection"),
+        b"content-length" => cached_bytes!(py, b"content-length"),
+        b"content-type" => cached_bytes!(py, b"content-type"),
+        b"cookie" => cached_bytes!(py, b"cookie"),
+        b"authorization" => cached_bytes!(py, b"authorization"),
+        b"cache-control" => cached_bytes!(py, b"cache-control"),
+        b"origin" => cached_bytes!(py, b"origin"),
+        b"referer" => cached_bytes!(py, b"referer"),
+        b"x-request-id" => cached_bytes!(py, b"x-request-id"),
+        _ => PyBytes::new(py, lower).unbind(),
+    }
+}
+
+/// Percent-decode a path (ASGI's `path` is decoded, `raw_path` is not); invalid UTF-8 becomes
+/// U+FFFD, as `urllib.parse.unquote` does.
+fn decode_path(py: Python<'_>, raw: &[u8]) -> Py<PyString> {
+    if !raw.contains(&b'%') {
+        // h1 let only visible ASCII through: no decoding, no check.
+        return PyString::new(py, std::str::from_utf8(raw).unwrap_or("")).unbind();
+    }
+    let hex = |b: u8| (b as char).to_digit(16).map(|d| d as u8);
+    let mut out = Vec::with_capacity(raw.len());
+    let mut i = 0;
+    while i < raw.len() {
+        if raw[i] == b'%' && i + 2 < raw.len() {
+            if let (Some(h), Some(l)) = (hex(raw[i + 1]), hex(raw[i + 2])) {
+                out.push(h << 4 | l);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(raw[i]);
+        i += 1;
+    }
+    PyString::new(py, &String::from_utf8_lossy(&out)).unbind()
+}
+
+impl HeadCopy {
+    /// Copy what the application sees of `head` (under the connection's borrow: `str` and
+    /// `bytes` only).
+    pub(crate) fn from_head(py: Python<'_>, head: &Head<'_>, root_path: &[u8]) -> HeadCopy {
+        let path = head.path();
+        let (path_obj, raw_path) = if root_path.is_empty() {
+            (decode_path(py, path), PyBytes::new(py, path).unbind())
+        } else {
+            // As uvicorn: `path` and `raw_path` include the root path.
+            let mut full = root_path.to_vec();
+            full.extend_from_slice(path);
+            (decode_path(py, &full), PyBytes::new(py, &full).unbind())
+        };
+        let query = head.query();
+        let mut forwarded_for = None;
+        let mut forwarded_proto = None;
+        let headers = head
+            .headers()
+            .map(|(n, v)| {
+                if n.len() > 10 && n[0] | 0x20 == b'x' && n[1] == b'-' {
+                    if n.eq_ignore_ascii_case(b"x-forwarded-for") {
+                        forwarded_for = Some(v.to_vec());
+                    } else if n.eq_ignore_ascii_case(b"x-forwarded-proto") {
+                        forwarded_proto = Some(v.to_vec());
+                    }
+                }
+                (header_name(py, n), PyBytes::new(py, v).unbind())
+            })
+            .collect();
+        HeadCopy {
+            method: method_str(py, head.method_kind(), head.method()),
+            version: head.version(),
+            path: path_obj,
+            raw_path,
+            query: if query.is_empty() { cached_bytes!(py, b"") } else { PyBytes::new(py, query).unbind() },
+            headers,
+            forwarded_for,
+            forwarded_proto,
+            has_body: head.framing() != Framing::None,
+        }
+    }
+
+    /// `scope["headers"]`: a list of `(name, value)` tuples.
+    pub(crate) fn header_list<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let items = self.headers.iter().map(|(n, v)| PyTuple::new(py, [n.bind(py).as_any(), v.bind(py).as_any()]));
+        PyList::new(py, items.collect::<PyResult<Vec<_>>>()?)
+    }
+
+    pub(crate) fn http_version(&self, py: Python<'_>) -> Py<PyString> {
+        match self.version {
+            Version::Http11 => cached_str!(py, "1.1"),
+            Version::Http10 => cached_str!(py, "1.0"),
+        }
+    }
+}
+
+/// Where the request came from and how, after `--proxy-headers`.
+pub(crate) struct Origin<'a> {
+    pub(crate) client: &'a Py<PyAny>,
+    pub(crate) local: &'a Py<PyAny>,
+    pub(crate) scheme: &'a Py<PyString>,
+    /// The server's own scheme (in the template): a proxy's may replace it.
+    pub(crate) default_scheme: &'a Py<PyString>,
+}
+
+/// The keys every `http` scope has, in the order uvicorn builds them, with the values that
+/// are the same for every request of a server; `scope` copies it and fills in the rest.
+/// (Copying a dict clones its key table at once: a third of the cost of inserting each key.)
+pub(crate) fn scope_template<'py>(py: Python<'py>, scheme: &Bound<'py, PyString>, root_path: &Bound<'py, PyString>) -> PyResult<Bound<'py, PyDict>> {
+    // `asgi` and `extensions` are shared by every request: nothing in the spec lets an
+    // application change them.
+    let asgi = PyDict::new(py);
+    asgi.set_item(intern!(py, "version"), intern!(py, "3.0"))?;
+    asgi.set_item(intern!(py, "spec_version"), intern!(py, "2.4"))?;
+    let extensions = PyDict::new(py);
+    extensions.set_item(intern!(py, "http.response.pathsend"), PyDict::new(py))?;
+    let d = PyDict::new(py);
+    d.set_item(intern!(py, "type"), intern!(py, "http"))?;
+    d.set_item(intern!(py, "asgi"), asgi)?;
+    d.set_item(intern!(py, "http_version"), intern!(py, "1.1"))?;
+    d.set_item(intern!(py, "server"), py.None())?;
+    d.set_item(intern!(py, "client"), py.None())?;
+    d.set_item(intern!(py, "scheme"), scheme)?;
+    d.set_item(intern!(py, "method"), py.None())?;
+    d.set_item(intern!(py, "root_path"), root_path)?;
+    d.set_item(intern!(py, "path"), py.None())?;
+    d.set_item(intern!(py, "raw_path"), py.None())?;
+    d.set_item(intern!(py, "query_string"), py.None())?;
+    d.set_item(intern!(py, "headers"), py.None())?;
+    d.set_item(intern!(py, "extensions"), extensions)?;
+    Ok(d)
+}
+
+/// ASGI's `http` scope (spec 2.4) for `head`, from the server's `template`.
+pub(crate) fn scope<'py>(py: Python<'py>, template: &Bound<'py, PyDict>, head: &HeadCopy, origin: &Origin<'_>, state: Option<&Py<PyDict>>) -> PyResult<Bound<'py, PyDict>> {
+    let d = template.copy()?;
+    if head.version != Version::Http11 {
+        d.set_item(intern!(py, "http_version"), head.http_version(py))?;
+    }
+    d.set_item(intern!(py, "server"), origin.local)?;
+    d.set_item(intern!(py, "client"), origin.client)?;
+    if !origin.scheme.is(origin.default_scheme) {
+        d.set_item(intern!(py, "scheme"), origin.scheme)?;
+    }
+    d.set_item(intern!(py, "method"), &head.method)?;
+    d.set_item(intern!(py, "path"), &head.path)?;
+    d.set_item(intern!(py, "raw_path"), &head.raw_path)?;
+    d.set_item(intern!(py, "query_string"), &head.query)?;
+    d.set_item(intern!(py, "headers"), head.header_list(py)?)?;
+    if let Some(state) = state {
+        d.set_item(intern!(py, "state"), state.bind(py).copy()?)?;
+    }
+    Ok(d)
+}
+
+/// `(host, port)` of a socket address as asyncio reports it (IPv6's four-tuple cut to two,
+/// as ASGI asks), or `None` (a Unix socket).
+pub(crate) fn address(addr: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+    let py = addr.py();
+    match addr.cast::<PyTuple>() {
+        Ok(t) if t.len() >= 2 => Ok(PyTuple::new(py, [t.get_item(0)?, t.get_item(1)?])?.into_any().unbind()),
+        _ => Ok(py.None()),
+    }
+}
+
+/// What a trusted proxy's headers say: the client and the scheme (each `None`: not said).
+pub(crate) type Forwarded = (Option<Py<PyAny>>, Option<Py<PyString>>);
+
+/// `--proxy-headers`: the client and scheme a trusted proxy says it forwarded for. The client
+/// is the right-most address of `X-Forwarded-For` that is not itself a trusted proxy, or the
+/// left-most when every one is (as uvicorn); the scheme is `X-Forwarded-Proto` when it is one
+/// of ASGI's.
+pub(crate) fn forwarded(py: Python<'_>, head: &HeadCopy, trusted: &Bound<'_, PyAny>) -> PyResult<Forwarded> {
+    let mut client = None;
+    if let Some(xff) = &head.forwarded_for {
+        let text = String::from_utf8_lossy(xff);
+        let hosts: Vec<&str> = text.split(',').map(str::trim).filter(|h| !h.is_empty()).collect();
+        let mut pick = hosts.first().copied();
+        for host in hosts.iter().rev() {
+            if !trusted.call1((*host,))?.is_truthy()? {
+                pick = Some(host);
+                break;
+            }
+        }
+        // Every hop trusted (`--forwarded-allow-ips '*'`): the original client is the first.
+        if let Some(host) = pick {
+            client = Some((host, 0u16).into_py_any(py)?);
+        }
+    }
+    let scheme = head.forwarded_proto.as_deref().and_then(|p| {
+        let p = String::from_utf8_lossy(p).trim().to_ascii_lowercase();
+        matches!(p.as_str(), "http" | "https" | "ws" | "wss").then(|| PyString::new(py, &p).unbind())
+    });
+    Ok((client, scheme))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn percent_decoding_is_unquote() {
+        pyo3::Python::initialize();
+        pyo3::Python::attach(|py| {
+            let d = |s: &str| super::decode_path(py, s.as_bytes()).to_string();
+            assert_eq!(d("/a%20b"), "/a b");
+            assert_eq!(d("/%E2%9C%93"), "/\u{2713}");
+            assert_eq!(d("/%zz%4"), "/%zz%4", "invalid escapes stay");
+            assert_eq!(d("/%ff"), "/\u{fffd}", "invalid UTF-8 is replaced");
+            assert_eq!(d("/plain"), "/plain");
+        });
+    }
+}

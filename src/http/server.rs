@@ -1,0 +1,323 @@
+//! `ServerState`: what every connection of one worker's HTTP server shares — the application
+//! and how it is called, the protocol limits, the configured headers and timeouts, the cached
+//! `date`, the count of requests, and the connections themselves (for timeouts and graceful
+//! shutdown). Made by `ringloop.server` (Python) from its `Config`; read by `conn` on every
+//! request, so everything on that path is plain Rust data or a cached Python object.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::SystemTime;
+
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyString};
+use pyo3::{PyTraverseError, PyVisit};
+
+use super::conn::HttpConn;
+use super::h1::{DateCache, Limits};
+use crate::eventloop::gil_cell::GilCell;
+use crate::reactor::sys::monotonic_ns;
+
+/// How the application is called.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Interface {
+    /// ASGI 3: `await app(scope, receive, send)` in a task whose first step runs at once.
+    Asgi,
+    /// The native handler API: `handler(request) -> Response`, a plain call.
+    Native,
+    /// `async def handler(request) -> Response`, in a task like ASGI.
+    NativeAsync,
+    /// WSGI: `app(environ, start_response)` in the bridge's thread pool.
+    Wsgi,
+}
+
+impl Interface {
+    fn parse(name: &str) -> PyResult<Interface> {
+        Ok(match name {
+            "asgi" => Interface::Asgi,
+            "native" => Interface::Native,
+            "native-async" => Interface::NativeAsync,
+            "wsgi" => Interface::Wsgi,
+            _ => return Err(PyValueError::new_err(format!("unknown interface {name:?}: expected asgi, native, native-async or wsgi"))),
+        })
+    }
+}
+
+/// Timeouts in ns (0: none).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Timeouts {
+    /// An idle keep-alive connection (and a new one's wait for its first byte).
+    pub keep_alive: u64,
+    /// A request head that is still incomplete (slowloris).
+    pub head: u64,
+    /// A request body that stalls while the application waits for it.
+    pub body: u64,
+}
+
+/// The `date` header, refreshed at most once a second.
+struct Date {
+    cache: DateCache,
+    /// CLOCK_MONOTONIC second of the last refresh.
+    second: u64,
+}
+
+#[pyclass(module = "ringloop._core", frozen, weakref)]
+pub struct ServerState {
+    pub(crate) app: Py<PyAny>,
+    pub(crate) interface: Interface,
+    /// `ringloop.server.asgi.run_asgi`: the coroutine that runs an ASGI app and reports how it
+    /// ended (or the native-async equivalent).
+    pub(crate) runner: Py<PyAny>,
+    /// `ringloop.server.wsgi` bridge's `submit(conn, request)`, for WSGI.
+    pub(crate) wsgi_submit: Option<Py<PyAny>>,
+    pub(crate) loop_: Py<PyAny>,
+    pub(crate) limits: Limits,
+    pub(crate) timeouts: Timeouts,
+    pub(crate) root_path: Py<PyString>,
+    pub(crate) root_path_bytes: Vec<u8>,
+    /// What every request's ASGI scope starts from (see `request::scope_template`).
+    pub(crate) scope_template: Py<PyDict>,
+    /// `"http"` or `"https"`.
+    pub(crate) scheme: Py<PyString>,
+    pub(crate) server_header: Option<Vec<u8>>,
+    /// `--header`: fields every response gets unless the application set the same name.
+    pub(crate) default_headers: Vec<(Vec<u8>, Vec<u8>)>,
+    pub(crate) date_header: bool,
+    /// The lifespan state every request gets a copy of (`None`: lifespan not run).
+    pub(crate) lifespan_state: GilCell<Option<Py<PyDict>>>,
+    /// `access(client, method, path, query, http_version, status, body_bytes, seconds)` after
+    /// each response, if access logs are on.
+    pub(crate) access_log: Option<Py<PyAny>>,
+    /// `error(message, exc)`: logs an application's exception with its traceback.
+    pub(crate) log_error: Py<PyAny>,
+    /// `debug(message)`: a rejected request's rule, logged at debug level.
+    pub(crate) log_debug: Option<Py<PyAny>>,
+    /// `trusted(host) -> bool` for `--proxy-headers` (`None`: proxy headers ignored).
+    pub(crate) proxy_trusted: Option<Py<PyAny>>,
+    /// More requests in flight than this get a 503 (`--limit-concurrency`).
+    pub(crate) limit_concurrency: Option<u64>,
+    /// After this many requests the worker stops gracefully (`--limit-max-requests`).
+    pub(crate) max_requests: Option<u64>,
+    /// Called once when `max_requests` is reached.
+    pub(crate) on_max_requests: Option<Py<PyAny>>,
+    date: GilCell<Date>,
+    pub(crate) requests: AtomicU64,
+    pub(crate) in_flight: AtomicU64,
+    pub(crate) shutting_down: AtomicBool,
+    next_id: AtomicU64,
+    pub(crate) conns: GilCell<HashMap<u64, Py<HttpConn>>>,
+}
+
+impl ServerState {
+    /// The `date` value for a response now (recomputed when the second changed).
+    pub(crate) fn with_date<R>(&self, py: Python<'_>, f: impl FnOnce(Option<&[u8]>) -> R) -> PyResult<R> {
+        if !self.date_header {
+            return Ok(f(None));
+        }
+        let mut d = self.date.borrow_mut(py)?;
+        let second = monotonic_ns() / 1_000_000_000;
+        if second != d.second {
+            d.cache.refresh(SystemTime::now());
+            d.second = second;
+        }
+        Ok(f(Some(d.cache.value())))
+    }
+
+    pub(crate) fn register(&self, py: Python<'_>, conn: Py<HttpConn>) -> PyResult<u64> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        self.conns.borrow_mut(py)?.insert(id, conn);
+        Ok(id)
+    }
+
+    pub(crate) fn unregister(&self, py: Python<'_>, id: u64) -> PyResult<()> {
+        let gone = self.conns.borrow_mut(py)?.remove(&id);
+        drop(gone);
+        Ok(())
+    }
+
+    /// Count one finished request; `true` when it was the last one `max_requests` allows.
+    pub(crate) fn count_request(&self) -> bool {
+        let n = self.requests.fetch_add(1, Ordering::Relaxed) + 1;
+        self.max_requests == Some(n)
+    }
+
+    fn snapshot(&self, py: Python<'_>) -> PyResult<Vec<Py<HttpConn>>> {
+        Ok(self.conns.borrow(py)?.values().map(|c| c.clone_ref(py)).collect())
+    }
+}
+
+#[pymethods]
+impl ServerState {
+    #[new]
+    #[pyo3(signature = (
+        app, interface, runner, loop_, *,
+        max_request_line = 8 * 1024, max_header_bytes = 16 * 1024, max_headers = 100,
+        max_body = None, timeout_keep_alive = 5.0, timeout_head = 10.0, timeout_body = 30.0,
+        root_path = "", scheme = "http", server_header = Some("ringloop".to_owned()),
+        date_header = true, access_log = None, log_error, log_debug = None, proxy_trusted = None,
+        limit_concurrency = None, max_requests = None, on_max_requests = None, wsgi_submit = None,
+        headers = Vec::new(),
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn py_new(
+        py: Python<'_>,
+        app: Py<PyAny>,
+        interface: &str,
+        runner: Py<PyAny>,
+        loop_: Py<PyAny>,
+        max_request_line: usize,
+        max_header_bytes: usize,
+        max_headers: usize,
+        max_body: Option<u64>,
+        timeout_keep_alive: f64,
+        timeout_head: f64,
+        timeout_body: f64,
+        root_path: &str,
+        scheme: &str,
+        server_header: Option<String>,
+        date_header: bool,
+        access_log: Option<Py<PyAny>>,
+        log_error: Py<PyAny>,
+        log_debug: Option<Py<PyAny>>,
+        proxy_trusted: Option<Py<PyAny>>,
+        limit_concurrency: Option<u64>,
+        max_requests: Option<u64>,
+        on_max_requests: Option<Py<PyAny>>,
+        wsgi_submit: Option<Py<PyAny>>,
+        headers: Vec<(String, String)>,
+    ) -> PyResult<ServerState> {
+        let ns = |s: f64, what: &str| -> PyResult<u64> {
+            if s.is_nan() || s < 0.0 {
+                return Err(PyValueError::new_err(format!("{what} must be >= 0 seconds, got {s}")));
+            }
+            Ok((s * 1e9) as u64)
+        };
+        if let Some(v) = &server_header {
+            if v.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0) {
+                return Err(PyValueError::new_err("the server header may not contain CR, LF or NUL"));
+            }
+        }
+        for (n, v) in &headers {
+            if n.is_empty() || n.bytes().chain(v.bytes()).any(|b| b == b'\r' || b == b'\n' || b == 0) {
+                return Err(PyValueError::new_err(format!("invalid default header {n}: {v:?}")));
+            }
+        }
+        let limits = Limits { max_request_line, max_header_bytes, max_headers: max_headers.min(256), max_body, ..Limits::default() };
+        let scheme = PyString::new(py, scheme);
+        let root_path = PyString::new(py, root_path);
+        let scope_template = super::request::scope_template(py, &scheme, &root_path)?.unbind();
+        Ok(ServerState {
+            app,
+            interface: Interface::parse(interface)?,
+            runner,
+            wsgi_submit,
+            loop_,
+            limits,
+            timeouts: Timeouts {
+                keep_alive: ns(timeout_keep_alive, "timeout_keep_alive")?,
+                head: ns(timeout_head, "timeout_head")?,
+                body: ns(timeout_body, "timeout_body")?,
+            },
+            root_path_bytes: root_path.to_str()?.as_bytes().to_vec(),
+            root_path: root_path.unbind(),
+            scope_template,
+            scheme: scheme.unbind(),
+            server_header: server_header.map(String::into_bytes),
+            default_headers: headers.into_iter().map(|(n, v)| (n.to_ascii_lowercase().into_bytes(), v.into_bytes())).collect(),
+            date_header,
+            lifespan_state: GilCell::new(None),
+            access_log,
+            log_error,
+            log_debug,
+            proxy_trusted,
+            limit_concurrency,
+            max_requests,
+            on_max_requests,
+            date: GilCell::new(Date { cache: DateCache::new(SystemTime::now()), second: monotonic_ns() / 1_000_000_000 }),
+            requests: AtomicU64::new(0),
+            in_flight: AtomicU64::new(0),
+            shutting_down: AtomicBool::new(false),
+            next_id: AtomicU64::new(0),
+            conns: GilCell::new(HashMap::new()),
+        })
+    }
+
+    /// The state lifespan's startup left (`scope["state"]` is a shallow copy of it per request).
+    fn set_lifespan_state(&self, py: Python<'_>, state: Option<Py<PyDict>>) -> PyResult<()> {
+        let old = std::mem::replace(&mut *self.lifespan_state.borrow_mut(py)?, state);
+        drop(old);
+        Ok(())
+    }
+
+    /// Requests answered so far.
+    #[getter]
+    fn requests(&self) -> u64 {
+        self.requests.load(Ordering::Relaxed)
+    }
+
+    /// Requests whose response is not finished.
+    #[getter]
+    fn in_flight(&self) -> u64 {
+        self.in_flight.load(Ordering::Relaxed)
+    }
+
+    /// Open connections.
+    #[getter]
+    fn connections(&self, py: Python<'_>) -> PyResult<usize> {
+        Ok(self.conns.borrow(py)?.len())
+    }
+
+    /// Close connections whose phase outlived its timeout (called every second by the server).
+    fn sweep(&self, py: Python<'_>) -> PyResult<()> {
+        let now = monotonic_ns();
+        for c in self.snapshot(py)? {
+            HttpConn::check_timeout(c.bind(py), now)?;
+        }
+        Ok(())
+    }
+
+    /// Graceful shutdown, step one: stop reading new requests; idle connections close now,
+    /// the others after their response. Returns the connections still busy.
+    fn shutdown(&self, py: Python<'_>) -> PyResult<usize> {
+        self.shutting_down.store(true, Ordering::Relaxed);
+        for c in self.snapshot(py)? {
+            HttpConn::begin_shutdown(c.bind(py))?;
+        }
+        self.connections(py)
+    }
+
+    /// Graceful shutdown's deadline passed: close every connection now.
+    fn abort_all(&self, py: Python<'_>) -> PyResult<()> {
+        for c in self.snapshot(py)? {
+            HttpConn::abort(c.bind(py))?;
+        }
+        Ok(())
+    }
+
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.app)?;
+        visit.call(&self.runner)?;
+        visit.call(&self.wsgi_submit)?;
+        visit.call(&self.loop_)?;
+        visit.call(&self.access_log)?;
+        visit.call(&self.log_error)?;
+        visit.call(&self.log_debug)?;
+        visit.call(&self.proxy_trusted)?;
+        visit.call(&self.on_max_requests)?;
+        visit.call(&self.scope_template)?;
+        if let Some(s) = self.lifespan_state.try_borrow_unattached() {
+            visit.call(&*s)?;
+        }
+        if let Some(conns) = self.conns.try_borrow_unattached() {
+            for c in conns.values() {
+                visit.call(c)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn __clear__(&self) {
+        let taken = self.conns.try_borrow_mut_unattached().map(|mut c| std::mem::take(&mut *c));
+        drop(taken);
+    }
+}
