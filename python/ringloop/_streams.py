@@ -245,7 +245,11 @@ class StreamTransportsMixin:
         fd = sock.fileno()
         on_accept = functools.partial(self._on_accepted, serving)
         # Not an int (a test's mock socket): asyncio's path reports it as asyncio would.
-        token = self._accept_start(fd, on_accept) if isinstance(fd, int) else None
+        # A listener other processes accept on too (a supervisor's `--fd`/`--uds` workers) is
+        # served on readiness: the kernel hands every connection to the oldest multishot accept
+        # waiting on it, so one process would get them all, where readiness wakes each.
+        shared = fd in self._shared_listeners if isinstance(fd, int) else False
+        token = self._accept_start(fd, on_accept) if isinstance(fd, int) and not shared else None
         if token is None:  # epoll: asyncio's accept-on-readiness loop
             _Sel._start_serving(self, *serving)
         else:
@@ -278,6 +282,11 @@ class StreamTransportsMixin:
         """One completion of the multishot accept: a new connection's fd, or -errno. What
         follows is asyncio's `_accept_connection` for one connection."""
         sock = serving.sock
+        if res >= 0 and self._accepting.get(sock.fileno()) is None:
+            # Accepted by a multishot accept still in flight when serving stopped: nobody will
+            # serve it, so close it now (the client sees a reset, not a hang).
+            os.close(res)
+            return
         if res < 0:
             code = -res
             if code in _SKIP_ERRNOS:

@@ -69,6 +69,8 @@ class Loop(
         self._transports = weakref.WeakValueDictionary()
         # listening fd -> token of its multishot accept (io_uring; see _streams).
         self._accepting = {}
+        # Listening fds other processes accept on too: served on readiness (see _streams).
+        self._shared_listeners = set()
         # Python 3.13+: listening Unix socket -> its path's inode, filled by the borrowed
         # create_unix_server(cleanup_socket=True) and emptied by _stop_serving.
         self._unix_server_sockets = {}
@@ -77,6 +79,11 @@ class Loop(
         # builds (and frees) a bound-method object each time; with one bound once into the
         # instance dict, the lookup finds it there and allocates nothing.
         self.call_soon = self.call_soon
+
+    def _share_listener(self, sock) -> None:
+        """Mark `sock` as a listener other processes accept on too (before serving it): it is
+        then accepted on readiness, which spreads connections over the processes."""
+        self._shared_listeners.add(sock.fileno())
 
     def __repr__(self) -> str:
         return (

@@ -1,0 +1,22 @@
+"""ASGI's Python half: the `http.response.pathsend` extension. The request cycle itself — the
+scope, the task that runs the application and how it ended, `receive`, `send` — is native
+(`src/http/asgi.rs`); the connection finds `pathsend` on the runner it was given (this module).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+
+async def pathsend(send, path):
+    """`http.response.pathsend`: the file at `path` as the body, sent with `sendfile` (on
+    native transports the kernel copies it; TLS falls back to reads and writes)."""
+    loop = asyncio.get_running_loop()
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if send._pathsend_head(size) and size:
+            transport = send._transport
+            if transport is not None:
+                await loop.sendfile(transport, f, 0, size)
+    send._pathsend_done()

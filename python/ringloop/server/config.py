@@ -1,0 +1,249 @@
+"""`Config`: every setting of `ringloop serve` and `ringloop.serve()`, with uvicorn's names and
+defaults where uvicorn has the setting, checked once when it is made.
+
+A bad value raises `ConfigError` with one line that names the setting and what is wrong; the
+command line prints that line and exits with code 2 (see `cli`).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import ssl
+from dataclasses import dataclass, field
+from typing import Any
+
+INTERFACES = ("auto", "asgi", "wsgi", "native")
+LIFESPANS = ("auto", "on", "off")
+BACKENDS = ("auto", "io_uring", "epoll")
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
+WS_MODES = ("auto", "on", "off")
+
+
+class ConfigError(ValueError):
+    """A setting has a value the server cannot use (the message names it)."""
+
+
+@dataclass
+class Config:
+    """What one server runs and how (see `ringloop serve --help` for each setting)."""
+
+    app: Any
+    # -- where it listens
+    host: str = "127.0.0.1"
+    port: int = 8000
+    uds: str | None = None
+    fd: int | None = None
+    backlog: int = 2048
+    # -- what it runs
+    interface: str = "auto"
+    factory: bool = False
+    lifespan: str = "auto"
+    root_path: str = ""
+    workers: int = 1
+    loop_backend: str = "auto"
+    wsgi_threads: int = 32
+    app_dir: str = "."
+    env_file: str | None = None
+    # -- proxies
+    proxy_headers: bool = True
+    forwarded_allow_ips: str | None = None
+    # -- limits and timeouts (seconds)
+    limit_concurrency: int | None = None
+    limit_max_requests: int | None = None
+    limit_max_requests_jitter: int = 0
+    limit_max_rss: int | None = None  # MiB
+    limit_request_line: int = 8 * 1024
+    limit_request_headers: int = 100
+    limit_request_header_size: int = 16 * 1024
+    limit_request_body: int | None = None
+    timeout_keep_alive: float = 5.0
+    timeout_request_head: float = 10.0
+    timeout_request_body: float = 30.0
+    timeout_graceful_shutdown: float | None = None
+    timeout_worker_healthcheck: float = 30.0
+    # -- TLS
+    ssl_keyfile: str | None = None
+    ssl_certfile: str | None = None
+    ssl_keyfile_password: str | None = None
+    ssl_ca_certs: str | None = None
+    ssl_cert_reqs: int = ssl.CERT_NONE
+    ssl_ciphers: str = "TLSv1"
+    # -- headers and logs
+    server_header: bool = True
+    date_header: bool = True
+    headers: list[tuple[str, str]] = field(default_factory=list)
+    log_level: str = "info"
+    access_log: bool = True
+    access_log_format: str | None = None
+    use_colors: bool | None = None
+    # -- development
+    reload: bool = False
+    reload_dirs: list[str] = field(default_factory=list)
+    reload_includes: list[str] = field(default_factory=list)
+    reload_excludes: list[str] = field(default_factory=list)
+    reload_delay: float = 0.25
+    # -- WebSocket (the WebSocket issue)
+    ws: str = "auto"
+    ws_max_size: int = 16 * 1024 * 1024
+    ws_ping_interval: float | None = 20.0
+    ws_ping_timeout: float | None = 20.0
+    ws_per_message_deflate: bool = True
+
+    def __post_init__(self) -> None:
+        self._check()
+
+    # -- checks -----------------------------------------------------------------------------
+
+    def _check(self) -> None:
+        def choice(name: str, allowed: tuple[str, ...]) -> None:
+            value = getattr(self, name)
+            if value not in allowed:
+                raise ConfigError(
+                    f"--{name.replace('_', '-')}: {value!r} is not one of {', '.join(allowed)}"
+                )
+
+        def positive(name: str, value: float | None, *, zero: bool = False) -> None:
+            if value is None:
+                return
+            if value < 0 or (value == 0 and not zero):
+                limit = ">= 0" if zero else "> 0"
+                raise ConfigError(f"--{name.replace('_', '-')}: must be {limit}, got {value}")
+
+        choice("interface", INTERFACES)
+        choice("lifespan", LIFESPANS)
+        choice("loop_backend", BACKENDS)
+        choice("ws", WS_MODES)
+        if self.log_level.lower() not in LOG_LEVELS:
+            raise ConfigError(
+                f"--log-level: {self.log_level!r} is not one of {', '.join(LOG_LEVELS)}"
+            )
+        if not 0 <= self.port <= 65535:
+            raise ConfigError(f"--port: {self.port} is not a TCP port (0-65535)")
+        if self.uds is not None and self.fd is not None:
+            raise ConfigError("--uds and --fd: give one of them, not both")
+        for name in ("workers", "backlog", "wsgi_threads", "limit_request_line"):
+            positive(name, getattr(self, name))
+        for name in ("limit_request_headers", "limit_request_header_size", "ws_max_size"):
+            positive(name, getattr(self, name))
+        for name in (
+            "limit_concurrency",
+            "limit_max_requests",
+            "limit_max_rss",
+            "limit_request_body",
+        ):
+            positive(name, getattr(self, name))
+        positive("limit_max_requests_jitter", self.limit_max_requests_jitter, zero=True)
+        for name in (
+            "timeout_keep_alive",
+            "timeout_request_head",
+            "timeout_request_body",
+            "timeout_graceful_shutdown",
+            "timeout_worker_healthcheck",
+            "reload_delay",
+            "ws_ping_interval",
+            "ws_ping_timeout",
+        ):
+            positive(name, getattr(self, name), zero=True)
+        if self.limit_request_headers > 256:
+            raise ConfigError("--limit-request-headers: at most 256")
+        if bool(self.ssl_keyfile) != bool(self.ssl_certfile):
+            raise ConfigError("--ssl-keyfile and --ssl-certfile: TLS needs both")
+        for name, value in self.headers:
+            if not name or any(c in name + value for c in "\r\n\0"):
+                raise ConfigError(f"--header: {name}: {value!r} is not a valid header")
+        self.trusted_proxies()  # parses --forwarded-allow-ips
+
+    # -- derived ------------------------------------------------------------------------------
+
+    @property
+    def is_ssl(self) -> bool:
+        return bool(self.ssl_keyfile and self.ssl_certfile)
+
+    def ssl_context(self) -> ssl.SSLContext | None:
+        """The server's TLS context (stdlib `ssl`), or None for plain HTTP."""
+        if not self.is_ssl:
+            return None
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        try:
+            ctx.load_cert_chain(self.ssl_certfile, self.ssl_keyfile, self.ssl_keyfile_password)
+        except (OSError, ssl.SSLError) as exc:
+            raise ConfigError(f"--ssl-certfile/--ssl-keyfile: cannot load: {exc}") from exc
+        ctx.verify_mode = ssl.VerifyMode(self.ssl_cert_reqs)
+        if self.ssl_ca_certs:
+            ctx.load_verify_locations(self.ssl_ca_certs)
+        if self.ssl_ciphers:
+            ctx.set_ciphers(self.ssl_ciphers)
+        ctx.set_alpn_protocols(["http/1.1"])
+        return ctx
+
+    def trusted_proxies(self) -> TrustedProxies | None:
+        """Who may set `X-Forwarded-*` (None: proxy headers are off)."""
+        if not self.proxy_headers:
+            return None
+        spec = self.forwarded_allow_ips
+        if spec is None:
+            spec = os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1")
+        return TrustedProxies(spec)
+
+    def max_requests(self, worker: int = 0) -> int | None:
+        """This worker's request budget: the limit plus a jitter that spreads restarts."""
+        if self.limit_max_requests is None:
+            return None
+        if not self.limit_max_requests_jitter:
+            return self.limit_max_requests
+        import random
+
+        return self.limit_max_requests + random.Random(os.getpid() + worker).randint(
+            0, self.limit_max_requests_jitter
+        )
+
+
+def load_env_file(path: str) -> None:
+    """`--env-file`: put the file's variables into os.environ (python-dotenv); variables
+    already set win, as with uvicorn."""
+    if not os.path.isfile(path):
+        raise ConfigError(f"--env-file: {path}: no such file")
+    try:
+        from dotenv import load_dotenv
+    except ImportError:
+        raise ConfigError(
+            "--env-file: needs python-dotenv (pip install 'ringloop[serve]')"
+        ) from None
+    load_dotenv(path, override=False)
+
+
+class TrustedProxies:
+    """`--forwarded-allow-ips`: comma-separated addresses and networks, or `*` for any."""
+
+    def __init__(self, spec: str) -> None:
+        self.any = False
+        self.hosts: set[str] = set()
+        self.networks: list[ipaddress.IPv4Network | ipaddress.IPv6Network] = []
+        for item in (s.strip() for s in spec.split(",")):
+            if not item:
+                continue
+            if item == "*":
+                self.any = True
+            elif "/" in item:
+                try:
+                    self.networks.append(ipaddress.ip_network(item, strict=False))
+                except ValueError as exc:
+                    raise ConfigError(f"--forwarded-allow-ips: {item!r}: {exc}") from exc
+            else:
+                self.hosts.add(item)
+
+    def __call__(self, client: Any) -> bool:
+        """Whether `client` (a host string, or a `(host, port)` tuple) is a trusted proxy."""
+        host = client[0] if isinstance(client, tuple) else client
+        if host is None:
+            return self.any or "unix" in self.hosts
+        if self.any or host in self.hosts:
+            return True
+        if not self.networks:
+            return False
+        try:
+            addr = ipaddress.ip_address(host)
+        except ValueError:
+            return False
+        return any(addr in net for net in self.networks)

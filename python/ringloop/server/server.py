@@ -1,0 +1,370 @@
+"""`Server`: one worker's HTTP server on the running ringloop loop.
+
+It loads the application, runs lifespan startup, listens (on sockets it binds, or ones the
+supervisor gives it), serves until it is told to stop, then shuts down gracefully: it stops
+accepting, closes idle keep-alive connections at once and busy ones after their response,
+waits for them (up to `--timeout-graceful-shutdown`), runs lifespan shutdown, and returns.
+
+The per-request work is native (`_core.ServerState`, `_core.HttpConn`); this module only
+wires configuration into it and runs the lifecycle.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import socket
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from .. import _core
+from . import asgi, logs
+from .config import Config, ConfigError, load_env_file
+from .importer import detect_interface, load
+from .lifespan import Lifespan, LifespanFailed
+from .logs import logger
+
+SWEEP_INTERVAL = 1.0
+
+
+def bind_socket(config: Config, *, reuse_port: bool = False) -> socket.socket:
+    """The listening socket `config` asks for: `--fd`, `--uds` or `--host`/`--port`."""
+    if config.fd is not None:
+        sock = socket.socket(fileno=config.fd)
+        sock.setblocking(False)
+        return sock
+    if config.uds:
+        path = config.uds
+        with contextlib.suppress(FileNotFoundError):
+            if os.path.exists(path) and not _is_socket(path):
+                raise ConfigError(f"--uds: {path} exists and is not a socket")
+            os.unlink(path)
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.bind(path)
+        os.chmod(path, 0o666)
+    else:
+        family = socket.AF_INET6 if ":" in config.host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if reuse_port:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        try:
+            sock.bind((config.host, config.port))
+        except OSError as exc:
+            sock.close()
+            raise ConfigError(
+                f"cannot listen on {config.host}:{config.port}: {exc.strerror}"
+            ) from exc
+    sock.listen(config.backlog)
+    sock.setblocking(False)
+    return sock
+
+
+def _is_socket(path: str) -> bool:
+    import stat
+
+    return stat.S_ISSOCK(os.stat(path).st_mode)
+
+
+class Server:
+    """One worker's server (see the module docs)."""
+
+    def __init__(
+        self,
+        config: Config,
+        *,
+        worker: int = 0,
+        on_started: Callable[[Server], None] | None = None,
+    ) -> None:
+        self.config = config
+        self.worker = worker
+        # Called on the loop once the listeners accept: how a supervisor learns this worker
+        # is ready (before a rolling restart stops the worker it replaces).
+        self.on_started = on_started
+        self.app: Any = None
+        self.interface = config.interface
+        self.state: _core.ServerState | None = None
+        self.started = False
+        self._stop: asyncio.Future | None = None
+        self._listeners: list[asyncio.AbstractServer] = []
+        self._sweeper: asyncio.TimerHandle | None = None
+        self._wsgi = None
+        self._uds: tuple[str, int] | None = None  # a --uds socket file this server made
+        self.force_exit = False
+
+    # -- setup --------------------------------------------------------------------------------
+
+    def load(self) -> None:
+        """Import the application and pick its interface (errors: `AppLoadError`)."""
+        self.app = load(self.config.app, factory=self.config.factory, app_dir=self.config.app_dir)
+        if self.interface == "auto":
+            self.interface = detect_interface(self.app)
+        elif self.interface == "native":
+            from .importer import native_kind
+
+            self.interface = native_kind(self.app) or "native"
+
+    def _state(self, loop) -> _core.ServerState:
+        c = self.config
+        trusted = c.trusted_proxies()
+        runner: Any = asgi
+        wsgi_submit = None
+        if self.interface in ("native", "native-async"):
+            from .native import NativeRunner
+
+            runner = NativeRunner(self.interface)
+        elif self.interface == "wsgi":
+            from .wsgi import WSGIBridge
+
+            self._wsgi = WSGIBridge(loop, c.wsgi_threads)
+            wsgi_submit = self._wsgi.submit
+        return _core.ServerState(
+            self.app,
+            self.interface,
+            runner,
+            loop,
+            max_request_line=c.limit_request_line,
+            max_header_bytes=c.limit_request_header_size,
+            max_headers=c.limit_request_headers,
+            max_body=c.limit_request_body,
+            timeout_keep_alive=c.timeout_keep_alive,
+            timeout_head=c.timeout_request_head,
+            timeout_body=c.timeout_request_body,
+            root_path=c.root_path,
+            scheme="https" if c.is_ssl else "http",
+            server_header="ringloop" if c.server_header else None,
+            date_header=c.date_header,
+            headers=list(c.headers),
+            access_log=logs.AccessLog(c.access_log_format) if c.access_log else None,
+            log_error=logs.error,
+            log_debug=logs.debug,
+            proxy_trusted=trusted,
+            limit_concurrency=c.limit_concurrency,
+            max_requests=c.max_requests(self.worker),
+            on_max_requests=self._max_requests_reached,
+            wsgi_submit=wsgi_submit,
+        )
+
+    # -- running ------------------------------------------------------------------------------
+
+    async def serve(
+        self,
+        sockets: list[socket.socket] | None = None,
+        *,
+        signals: bool = True,
+        shared: bool | None = None,
+    ) -> None:
+        """Serve until `stop()` (or SIGINT/SIGTERM with `signals`), then shut down gracefully.
+        `shared`: other processes accept on the same listeners (default: a supervisor's
+        `--uds`/`--fd` workers)."""
+        loop = asyncio.get_running_loop()
+        if not isinstance(loop, _core.LoopCore):
+            raise RuntimeError("ringloop's server runs on ringloop's event loop (ringloop.run)")
+        if self.app is None:
+            self.load()
+        self._stop = loop.create_future()
+        lifespan = Lifespan(self.app, self.config.lifespan if self.interface == "asgi" else "off")
+        await lifespan.startup()
+        try:
+            self.state = self._state(loop)
+            if lifespan.supported:
+                self.state.set_lifespan_state(lifespan.state)
+            own = sockets is None
+            if own:
+                sockets = [bind_socket(self.config)]
+                if self.config.uds:
+                    # Ours to remove at the end (unless someone replaced it meanwhile).
+                    self._uds = (self.config.uds, os.stat(self.config.uds).st_ino)
+            ssl_ctx = self.config.ssl_context()
+            state = self.state
+            if shared is None:
+                shared = self.config.workers > 1 and (
+                    bool(self.config.uds) or self.config.fd is not None
+                )
+            for sock in sockets:
+                if shared:
+                    loop._share_listener(sock)
+                self._listeners.append(
+                    await loop.create_server(
+                        lambda: _core.HttpConn(state),
+                        sock=sock,
+                        backlog=self.config.backlog,
+                        ssl=ssl_ctx,
+                    )
+                )
+        except BaseException:
+            # Cannot listen (a busy port, a bad TLS key): the application started, so it
+            # gets its shutdown, instead of a lifespan task left pending on a closed loop.
+            for listener in self._listeners:
+                listener.close()
+            with contextlib.suppress(LifespanFailed):
+                await lifespan.shutdown()
+            raise
+        self._sweeper = loop.call_later(SWEEP_INTERVAL, self._sweep)
+        if signals:
+            self._install_signals(loop)
+        self.started = True
+        self._log_started(sockets)
+        if self.on_started is not None:
+            self.on_started(self)
+        try:
+            await self._stop
+        finally:
+            # The handlers stay through the shutdown: a second signal there is what sets
+            # force_exit (see _on_signal).
+            try:
+                await self._shutdown(lifespan)
+            finally:
+                if signals:
+                    self._remove_signals(loop)
+
+    def stop(self) -> None:
+        """Begin the graceful shutdown (safe to call more than once, from the loop thread)."""
+        if self._stop is not None and not self._stop.done():
+            self._stop.set_result(None)
+
+    def _max_requests_reached(self) -> None:
+        logger.info(
+            "Maximum request limit of %s exceeded. Terminating process.", self.state.requests
+        )
+        self.stop()
+
+    def _sweep(self) -> None:
+        if self.state is not None:
+            self.state.sweep()
+        loop = asyncio.get_running_loop()
+        self._sweeper = loop.call_later(SWEEP_INTERVAL, self._sweep)
+
+    async def _shutdown(self, lifespan: Lifespan) -> None:
+        logger.info("Shutting down")
+        for listener in self._listeners:
+            listener.close()
+        if self.state is not None:
+            busy = self.state.shutdown()
+            deadline = self.config.timeout_graceful_shutdown
+            t0 = time.monotonic()
+            if busy:
+                logger.info("Waiting for connections to close. (CTRL+C to force quit)")
+            while self.state.connections and not self.force_exit:
+                if deadline is not None and time.monotonic() - t0 >= deadline:
+                    logger.warning(
+                        "Graceful shutdown timed out after %ss; closing the rest.", deadline
+                    )
+                    break
+                await asyncio.sleep(0.05)
+            self.state.abort_all()
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+        for listener in self._listeners:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(listener.wait_closed(), 1)
+        if self._wsgi is not None:
+            self._wsgi.shutdown()
+        if self._uds is not None:
+            path, ino = self._uds
+            self._uds = None
+            with contextlib.suppress(OSError):
+                if os.stat(path).st_ino == ino:
+                    os.unlink(path)
+        if lifespan.supported:
+            logger.info("Waiting for application shutdown.")
+            try:
+                await lifespan.shutdown()
+            except LifespanFailed as exc:
+                logger.error("Application shutdown failed: %s", exc)
+            else:
+                logger.info("Application shutdown complete.")
+
+    def _install_signals(self, loop) -> None:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, self._on_signal, sig)
+
+    def _remove_signals(self, loop) -> None:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(Exception):
+                loop.remove_signal_handler(sig)
+
+    def _on_signal(self, sig: int) -> None:
+        if self._stop is not None and self._stop.done():
+            # A second Ctrl+C: stop waiting for connections.
+            self.force_exit = True
+            return
+        self.stop()
+
+    def _log_started(self, sockets: list[socket.socket]) -> None:
+        scheme = "https" if self.config.is_ssl else "http"
+        for sock in sockets:
+            name = sock.getsockname()
+            if sock.family == socket.AF_UNIX:
+                where = f"unix socket {name}"
+            else:
+                host = f"[{name[0]}]" if sock.family == socket.AF_INET6 else name[0]
+                where = f"{scheme}://{host}:{name[1]}"
+            logger.info(
+                "ringloop serving %s (%s) on %s (Press CTRL+C to quit)",
+                self.interface.upper(),
+                os.getpid(),
+                where,
+            )
+
+
+def run(
+    config: Config,
+    sockets: list[socket.socket] | None = None,
+    *,
+    worker: int = 0,
+    on_started: Callable[[Server], None] | None = None,
+) -> int:
+    """Run one worker in this process until it stops; the exit status (1: failed to start,
+    3: lifespan startup failed). `on_started(server)` runs on the loop once it accepts."""
+    import ringloop
+
+    from .importer import AppLoadError
+
+    logs.configure(config.log_level, config.use_colors)
+    server = Server(config, worker=worker, on_started=on_started)
+    try:
+        server.load()
+    except AppLoadError as exc:
+        logger.error("%s", exc)
+        return 1
+    loop = ringloop.new_event_loop(
+        backend=None if config.loop_backend == "auto" else config.loop_backend, thread_bound=True
+    )
+    try:
+        asyncio.set_event_loop(loop)
+        loop.run_until_complete(server.serve(sockets))
+    except LifespanFailed as exc:
+        logger.error("Application startup failed. Exiting. %s", exc)
+        return 3
+    except ConfigError as exc:
+        logger.error("%s", exc)
+        return 1
+    finally:
+        with contextlib.suppress(Exception):
+            loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()
+        asyncio.set_event_loop(None)
+    return 0
+
+
+def serve(app: Any, **settings: Any) -> int:
+    """`ringloop.serve(app, host=..., port=...)`: run `app` (an object or `"module:attr"`) with
+    the given settings (`Config`'s names) in this process until SIGINT/SIGTERM."""
+    config = Config(app=app, **settings)
+    if config.env_file:
+        # Before the application is imported, as `ringloop serve --env-file` does.
+        load_env_file(config.env_file)
+    if config.workers > 1 or config.reload:
+        from .supervisor import run_supervised
+
+        return run_supervised(config)
+    return run(config)
+
+
+if __name__ == "__main__":  # pragma: no cover - `python -m ringloop.server.server` is not an entry
+    sys.exit("use `ringloop serve` or `python -m ringloop serve`")

@@ -1,0 +1,299 @@
+"""WSGI (PEP 3333) on ringloop's server: applications run in a bounded thread pool, because
+they block by nature; the connection stays on the loop thread.
+
+Per request the connection hands the bridge the native `Request` and the cycle's
+`receive`/`send` (the same the ASGI path uses). A worker thread builds the environ, runs the
+application and passes the response back to the loop with `call_soon_threadsafe`:
+- `wsgi.input` is streamed, not pre-read: a read the buffer cannot satisfy asks the loop for
+  the next piece of body (`receive`) and waits for it;
+- the head is sent with the first non-empty chunk (or when the iterable ends), as PEP 3333
+  says; a body given as a one-item list or tuple (most frameworks') goes out in one message
+  with its length known, so it gets `content-length` and no chunked framing;
+- chunks of an iterated body wait for the transport's buffer to drain below its high-water
+  mark before the next is pulled (memory stays bounded whatever the app yields);
+- `write()` from `start_response` works; the iterable's `close()` is always called;
+- `wsgi.file_wrapper` wraps a file; returned as the body, it is sent with `sendfile`.
+
+An exception before the head was sent is answered with a 500, after it by closing the
+connection; both are logged with the traceback, and neither stops the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import sys
+import threading
+from typing import Any
+from urllib.parse import unquote_to_bytes
+
+_STOP = object()
+
+
+class FileWrapper:
+    """`wsgi.file_wrapper`: iterates a file in blocks; the bridge sends it with `sendfile`."""
+
+    def __init__(self, filelike, blksize: int = 8192) -> None:
+        self.filelike = filelike
+        self.blksize = blksize
+        if hasattr(filelike, "close"):
+            self.close = filelike.close
+
+    def __iter__(self):
+        while block := self.filelike.read(self.blksize):
+            yield block
+
+
+class _Input:
+    """`wsgi.input`: the request body, pulled from the loop as the application reads."""
+
+    def __init__(self, bridge: WSGIBridge, receive, has_body: bool) -> None:
+        self._bridge = bridge
+        self._receive = receive
+        self._buf = bytearray()
+        self._done = not has_body
+
+    def _more(self) -> bool:
+        if self._done:
+            return False
+        message = self._bridge.call(_receive_message, self._receive)
+        if message["type"] == "http.disconnect":
+            self._done = True
+            return False
+        self._buf += message.get("body", b"")
+        if not message.get("more_body"):
+            self._done = True
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        if size is None or size < 0:
+            while self._more():
+                pass
+            out = bytes(self._buf)
+            self._buf.clear()
+            return out
+        while len(self._buf) < size and self._more():
+            pass
+        out = bytes(self._buf[:size])
+        del self._buf[:size]
+        return out
+
+    def readline(self, size: int = -1) -> bytes:
+        while True:
+            i = self._buf.find(b"\n")
+            if i >= 0 and (size < 0 or i < size):
+                return self.read(i + 1)
+            if 0 <= size <= len(self._buf) or not self._more():
+                return self.read(size if size >= 0 else len(self._buf))
+
+    def readlines(self, hint: int = -1) -> list[bytes]:
+        lines = []
+        total = 0
+        while line := self.readline():
+            lines.append(line)
+            total += len(line)
+            if 0 <= hint <= total:
+                break
+        return lines
+
+    def __iter__(self):
+        while line := self.readline():
+            yield line
+
+
+async def _receive_message(receive):
+    return await receive()
+
+
+def _environ(request, input_stream, url_scheme: str, multiprocess: bool) -> dict[str, Any]:
+    """PEP 3333's environ for `request` (strings are latin-1 "bytes as str")."""
+    root = request.root_path
+    raw = unquote_to_bytes(request.raw_path).decode("latin-1")
+    path = raw[len(root) :] if root and raw.startswith(root) else raw
+    server = request.server or ("", 0)
+    client = request.client
+    env: dict[str, Any] = {
+        "REQUEST_METHOD": request.method,
+        "SCRIPT_NAME": root,
+        "PATH_INFO": path,
+        "QUERY_STRING": request.query_string.decode("latin-1"),
+        "SERVER_NAME": str(server[0]),
+        "SERVER_PORT": str(server[1]),
+        "SERVER_PROTOCOL": f"HTTP/{request.http_version}",
+        "wsgi.version": (1, 0),
+        "wsgi.url_scheme": url_scheme,
+        "wsgi.input": input_stream,
+        "wsgi.errors": sys.stderr,
+        "wsgi.multithread": True,
+        "wsgi.multiprocess": multiprocess,
+        "wsgi.run_once": False,
+        "wsgi.input_terminated": True,
+        "wsgi.file_wrapper": FileWrapper,
+    }
+    if client:
+        env["REMOTE_ADDR"] = client[0]
+        env["REMOTE_PORT"] = str(client[1])
+    for name, value in request.headers:
+        key = name.decode("latin-1").upper().replace("-", "_")
+        text = value.decode("latin-1")
+        if key == "CONTENT_TYPE" or key == "CONTENT_LENGTH":
+            env[key] = text
+            continue
+        key = "HTTP_" + key
+        if key in env:
+            sep = "; " if key == "HTTP_COOKIE" else ","
+            env[key] = env[key] + sep + text
+        else:
+            env[key] = text
+    return env
+
+
+class _Response:
+    """`start_response` and the head it records, for one request."""
+
+    def __init__(self, bridge: WSGIBridge, send) -> None:
+        self.bridge = bridge
+        self.send = send
+        self.status: int | None = None
+        self.headers: list[tuple[bytes, bytes]] = []
+        self.head_sent = False
+
+    def start_response(self, status: str, headers, exc_info=None):
+        if exc_info is not None:
+            try:
+                if self.head_sent:
+                    raise exc_info[1].with_traceback(exc_info[2])
+            finally:
+                exc_info = None
+        elif self.status is not None:
+            raise RuntimeError("start_response() called twice without exc_info")
+        try:
+            self.status = int(status.split(" ", 1)[0])
+        except ValueError:
+            raise ValueError(f"invalid WSGI status {status!r}") from None
+        self.headers = [(n.encode("latin-1"), v.encode("latin-1")) for n, v in headers]
+        return self.write
+
+    def _head(self) -> dict:
+        if self.status is None:
+            raise RuntimeError("the WSGI application did not call start_response()")
+        self.head_sent = True
+        return {"type": "http.response.start", "status": self.status, "headers": self.headers}
+
+    def write(self, data: bytes) -> None:
+        """PEP 3333's `write()` callable, and each chunk of an iterated body."""
+        if not data:
+            return
+        messages = [] if self.head_sent else [self._head()]
+        messages.append({"type": "http.response.body", "body": bytes(data), "more_body": True})
+        self.bridge.call(_send_all, self.send, messages)
+
+    def finish(self, last: bytes = b"") -> None:
+        messages = [] if self.head_sent else [self._head()]
+        messages.append({"type": "http.response.body", "body": last, "more_body": False})
+        # The last message needs no answer: the worker moves on to the next request.
+        self.bridge.loop.call_soon_threadsafe(_send_now, self.send, messages)
+
+
+async def _send_all(send, messages) -> None:
+    for m in messages:
+        await send(m)
+
+
+def _send_now(send, messages) -> None:
+    """Send without waiting for the buffer to drain (the response's last messages)."""
+    try:
+        for m in messages:
+            send(m)
+    except OSError:
+        pass  # the client is gone (ClientDisconnected): nothing left to tell it
+
+
+class WSGIBridge:
+    """A bounded pool of threads that run a WSGI application for the loop's connections."""
+
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, threads: int, multiprocess: bool = False
+    ) -> None:
+        self.loop = loop
+        self.multiprocess = multiprocess
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._threads = [
+            threading.Thread(target=self._work, name=f"ringloop-wsgi-{i}", daemon=True)
+            for i in range(threads)
+        ]
+        for t in self._threads:
+            t.start()
+
+    # -- loop side ---------------------------------------------------------------------------------
+
+    def submit(self, app, request, receive, send) -> None:
+        """A request for the pool (called by the connection on the loop thread)."""
+        self._queue.put((app, request, receive, send))
+
+    def shutdown(self) -> None:
+        for _ in self._threads:
+            self._queue.put(_STOP)
+
+    # -- worker side --------------------------------------------------------------------------
+
+    def call(self, fn, *args):
+        """Run coroutine function `fn(*args)` on the loop and wait for its result."""
+        return asyncio.run_coroutine_threadsafe(fn(*args), self.loop).result()
+
+    def _work(self) -> None:
+        while True:
+            job = self._queue.get()
+            if job is _STOP:
+                return
+            self._run(*job)
+
+    def _run(self, app, request, receive, send) -> None:
+        has_body = (
+            request.header("content-length") not in (None, b"0")
+            or request.header("transfer-encoding") is not None
+        )
+        env = _environ(request, _Input(self, receive, has_body), request.scheme, self.multiprocess)
+        response = _Response(self, send)
+        result = None
+        try:
+            result = app(env, response.start_response)
+            if isinstance(result, FileWrapper) and hasattr(result.filelike, "fileno"):
+                self._send_file(response, result)
+                return
+            if isinstance(result, (list, tuple)) and len(result) <= 1:
+                response.finish(bytes(result[0]) if result else b"")
+                return
+            for chunk in result:
+                response.write(chunk)
+            response.finish()
+        except BaseException as exc:  # noqa: BLE001 - reported to the connection, never fatal
+            self.loop.call_soon_threadsafe(send._failed, exc)
+            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                raise
+        finally:
+            close = getattr(result, "close", None)
+            if close is not None:
+                try:
+                    close()
+                except Exception as exc:  # noqa: BLE001 - logged like the app's own errors
+                    from .logs import error
+
+                    error("Exception closing a WSGI response", exc)
+
+    def _send_file(self, response: _Response, wrapper: FileWrapper) -> None:
+        head = response._head()
+        self.call(_send_file, response.send, head, wrapper.filelike)
+
+
+async def _send_file(send, head, f) -> None:
+    """A `wsgi.file_wrapper` body: its size as the length, its bytes by `sendfile`."""
+    import os
+
+    size = os.fstat(f.fileno()).st_size - f.tell()
+    await send(head)
+    if send._pathsend_head(size) and size:
+        transport = send._transport
+        if transport is not None:
+            await asyncio.get_running_loop().sendfile(transport, f, f.tell(), size)
+    send._pathsend_done()
