@@ -1,0 +1,581 @@
+"""`ringloop serve module:app`: the command line (also `python -m ringloop serve`).
+
+The flags are uvicorn's, with uvicorn's names and defaults where uvicorn has the setting, so a
+command line written for uvicorn runs unchanged (its `--loop` and `--http`, which pick what
+ringloop replaces, are accepted and ignored with a warning); the defaults are read from
+`Config` so the two cannot drift apart. `main()` turns every failure into one line on stderr and an exit
+status, never a traceback:
+
+* 2 — a bad flag value (argparse's own checks, then `Config`'s), a TLS key that does not
+  load, or a flag whose optional package is missing (python-dotenv, watchfiles):
+  `ringloop serve: error: --port: ...`;
+* 1 — the application cannot be imported (`importer.AppLoadError`), or the server cannot
+  listen;
+* 3 — the application's lifespan startup failed (what `server.run` returns);
+* 130 — interrupted before the server took over SIGINT.
+
+Before anything is imported, `--env-file` is loaded into the environment (python-dotenv;
+variables already set win, as with uvicorn), then `WEB_CONCURRENCY` stands in for
+`--workers` and `FORWARDED_ALLOW_IPS` for `--forwarded-allow-ips` when they are not given.
+One worker without `--reload` runs in this process; more, or `--reload`, go to `supervisor`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import platform
+import sys
+from typing import Any, NoReturn
+
+from .config import (
+    BACKENDS,
+    INTERFACES,
+    LIFESPANS,
+    LOG_LEVELS,
+    WS_MODES,
+    Config,
+    ConfigError,
+    load_env_file,
+)
+
+PROG = "ringloop"
+
+# Exit statuses (see the module docs).
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+_FIELDS = {f.name: f for f in dataclasses.fields(Config)}
+
+
+def _default(name: str) -> Any:
+    """`Config`'s default for a setting: the one source of every default shown in --help."""
+    f = _FIELDS[name]
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    raise KeyError(name)
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one line (no usage block) and exit with 2."""
+
+    def error(self, message: str) -> NoReturn:
+        # argparse says "argument --port: invalid ..."; the flag alone reads better.
+        message = message.removeprefix("argument ")
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """Shows a flag's default when it has one worth showing: not None, not empty, not a bare
+    switch; an on/off pair names the form in force."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if "default:" in text or not action.option_strings:
+            return text
+        if isinstance(action, argparse.BooleanOptionalAction):
+            if default is not None:
+                on, off = action.option_strings[:2]
+                text += f" (default: {on if default else off})"
+        elif default not in (None, False, "", argparse.SUPPRESS) and action.nargs != 0:
+            text += " (default: %(default)s)"
+        return text
+
+
+# -- value types: argparse calls them and turns ArgumentTypeError into "--flag: message" ------
+
+
+def _integer(minimum: int | None = None):
+    def parse(text: str) -> int:
+        try:
+            value = int(text, 10)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if minimum is not None and value < minimum:
+            raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {value}")
+        return value
+
+    parse.__name__ = "integer"
+    return parse
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not value >= 0:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return value
+
+
+def _boolean(text: str) -> bool:
+    low = text.lower()
+    if low in ("1", "true", "yes", "on"):
+        return True
+    if low in ("0", "false", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+def _header(text: str) -> tuple[str, str]:
+    name, sep, value = text.partition(":")
+    if not sep or not name.strip():
+        raise argparse.ArgumentTypeError(f"expected NAME:VALUE, got {text!r}")
+    return name.strip(), value.strip()
+
+
+def _cert_reqs(text: str) -> int:
+    # uvicorn takes the number (ssl.CERT_NONE=0, CERT_OPTIONAL=1, CERT_REQUIRED=2); the names
+    # are accepted too because nobody remembers the numbers.
+    names = {"none": 0, "optional": 1, "required": 2}
+    value = names.get(text.lower().removeprefix("cert_"))
+    if value is None:
+        try:
+            value = int(text)
+        except ValueError:
+            value = -1
+    if value not in (0, 1, 2):
+        raise argparse.ArgumentTypeError(
+            f"expected 0 (none), 1 (optional) or 2 (required), got {text!r}"
+        )
+    return value
+
+
+# -- the parser ---------------------------------------------------------------------------------
+
+
+def _version() -> str:
+    from .. import __version__
+
+    return (
+        f"ringloop {__version__} with {platform.python_implementation()} "
+        f"{platform.python_version()} on {platform.system()}"
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """`ringloop` and its `serve` command (exposed for the tests and for --help)."""
+    top = _Parser(
+        prog=PROG,
+        description="ringloop: an asyncio runtime and HTTP server on io_uring.",
+        allow_abbrev=False,
+    )
+    top.add_argument("--version", action="version", version=_version())
+    commands = top.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    serve = commands.add_parser(
+        "serve",
+        allow_abbrev=False,
+        help="serve an ASGI, WSGI or native application over HTTP/1.1",
+        description="Serve APP (an ASGI, WSGI or native ringloop application) over HTTP/1.1 "
+        "and WebSocket. The flags are uvicorn's, with the same defaults.",
+        formatter_class=_HelpFormatter,
+    )
+    _add_serve_arguments(serve)
+    top.set_defaults(_serve_parser=serve)
+    return top
+
+
+def _add_serve_arguments(p: argparse.ArgumentParser) -> None:
+    d = _default
+    B = argparse.BooleanOptionalAction  # noqa: N806 - reads like the flag pairs it makes
+
+    g = p.add_argument_group("app")
+    g.add_argument("app", metavar="APP", help='the application, as "module:attribute"')
+    g.add_argument("--version", action="version", version=_version())
+    g.add_argument(
+        "--interface",
+        choices=INTERFACES,
+        default=d("interface"),
+        help="the application's interface; auto tells a coroutine (ASGI) from a two-argument "
+        "callable (WSGI) and a ringloop.server.native_handler",
+    )
+    g.add_argument(
+        "--factory",
+        action="store_true",
+        help="APP is a factory: call it with no arguments to get the application",
+    )
+    g.add_argument(
+        "--lifespan", choices=LIFESPANS, default=d("lifespan"), help="ASGI lifespan events"
+    )
+    g.add_argument(
+        "--app-dir",
+        metavar="DIR",
+        default=d("app_dir"),
+        help="look for APP in this directory (put first on sys.path)",
+    )
+    g.add_argument(
+        "--env-file",
+        metavar="PATH",
+        default=None,
+        help="load environment variables from this file (dotenv format) before importing APP",
+    )
+    g.add_argument(
+        "--root-path",
+        metavar="PATH",
+        default=d("root_path"),
+        help="the ASGI root_path, for an application mounted below a path by a proxy",
+    )
+
+    g = p.add_argument_group("socket")
+    g.add_argument("--host", default=d("host"), help="bind to this address")
+    g.add_argument("--port", type=_integer(), default=d("port"), help="bind to this TCP port")
+    g.add_argument("--uds", metavar="PATH", default=None, help="bind to this Unix socket")
+    g.add_argument(
+        "--fd",
+        type=_integer(0),
+        default=None,
+        help="serve the listening socket this file descriptor holds (inherited)",
+    )
+    g.add_argument(
+        "--backlog",
+        metavar="N",
+        type=_integer(),
+        default=d("backlog"),
+        help="the listen() backlog: connections the kernel queues before they are accepted",
+    )
+
+    g = p.add_argument_group("HTTP")
+    g.add_argument(
+        "--proxy-headers",
+        action=B,
+        default=d("proxy_headers"),
+        help="take the client's address and scheme from X-Forwarded-For/-Proto "
+        "(only from the addresses in --forwarded-allow-ips)",
+    )
+    g.add_argument(
+        "--forwarded-allow-ips",
+        metavar="IPS",
+        default=None,
+        help="comma-separated addresses and networks trusted to set proxy headers, or '*' "
+        "(default: $FORWARDED_ALLOW_IPS, else 127.0.0.1)",
+    )
+    g.add_argument(
+        "--server-header", action=B, default=d("server_header"), help="send 'server: ringloop'"
+    )
+    g.add_argument("--date-header", action=B, default=d("date_header"), help="send 'date'")
+    g.add_argument(
+        "--header",
+        dest="headers",
+        metavar="NAME:VALUE",
+        type=_header,
+        action="append",
+        default=None,
+        help="a header sent with every response (repeat for more)",
+    )
+
+    g = p.add_argument_group("limits and timeouts")
+    g.add_argument(
+        "--limit-concurrency",
+        metavar="N",
+        type=_integer(),
+        default=None,
+        help="answer 503 beyond this many connections and tasks at once",
+    )
+    g.add_argument(
+        "--limit-max-requests",
+        metavar="N",
+        type=_integer(),
+        default=None,
+        help="a worker stops gracefully after this many requests (with --workers, the "
+        "supervisor starts a fresh one)",
+    )
+    g.add_argument(
+        "--limit-max-requests-jitter",
+        metavar="N",
+        type=_integer(),
+        default=d("limit_max_requests_jitter"),
+        help="add up to this many requests to each worker's limit, so workers do not all "
+        "restart at once",
+    )
+    g.add_argument(
+        "--limit-max-rss",
+        metavar="MIB",
+        type=_integer(),
+        default=None,
+        help="with --workers: replace a worker whose resident memory passes this many MiB",
+    )
+    g.add_argument(
+        "--limit-request-line",
+        metavar="BYTES",
+        type=_integer(),
+        default=d("limit_request_line"),
+        help="longest request line (414 beyond)",
+    )
+    g.add_argument(
+        "--limit-request-headers",
+        metavar="COUNT",
+        type=_integer(),
+        default=d("limit_request_headers"),
+        help="most header fields in a request (431 beyond; at most 256)",
+    )
+    g.add_argument(
+        "--limit-request-header-size",
+        metavar="BYTES",
+        type=_integer(),
+        default=d("limit_request_header_size"),
+        help="largest header section of a request (431 beyond)",
+    )
+    g.add_argument(
+        "--limit-request-body",
+        metavar="BYTES",
+        type=_integer(),
+        default=None,
+        help="largest request body (413 beyond; default: no limit)",
+    )
+    g.add_argument(
+        "--timeout-keep-alive",
+        metavar="SECONDS",
+        type=_seconds,
+        default=d("timeout_keep_alive"),
+        help="close a keep-alive connection idle this long",
+    )
+    g.add_argument(
+        "--timeout-request-head",
+        metavar="SECONDS",
+        type=_seconds,
+        default=d("timeout_request_head"),
+        help="longest wait for a request's head once it has begun",
+    )
+    g.add_argument(
+        "--timeout-request-body",
+        metavar="SECONDS",
+        type=_seconds,
+        default=d("timeout_request_body"),
+        help="longest wait for the next piece of a request's body",
+    )
+    g.add_argument(
+        "--timeout-graceful-shutdown",
+        metavar="SECONDS",
+        type=_seconds,
+        default=None,
+        help="on shutdown, wait this long for requests in flight, then close them "
+        "(default: wait for them all)",
+    )
+
+    g = p.add_argument_group("TLS")
+    g.add_argument("--ssl-keyfile", metavar="PATH", default=None, help="the private key (PEM)")
+    g.add_argument(
+        "--ssl-certfile", metavar="PATH", default=None, help="the certificate chain (PEM)"
+    )
+    g.add_argument(
+        "--ssl-keyfile-password", metavar="PASSWORD", default=None, help="the key's password"
+    )
+    g.add_argument(
+        "--ssl-ca-certs", metavar="PATH", default=None, help="CA certificates to verify clients"
+    )
+    g.add_argument(
+        "--ssl-cert-reqs",
+        metavar="N",
+        type=_cert_reqs,
+        default=d("ssl_cert_reqs"),
+        help="client certificates: 0 none, 1 optional, 2 required",
+    )
+    g.add_argument(
+        "--ssl-ciphers", metavar="CIPHERS", default=d("ssl_ciphers"), help="OpenSSL cipher list"
+    )
+
+    g = p.add_argument_group("logging")
+    g.add_argument(
+        "--log-level", choices=LOG_LEVELS, default=d("log_level"), help="the server's log level"
+    )
+    g.add_argument(
+        "--access-log", action=B, default=d("access_log"), help="one log line per response"
+    )
+    g.add_argument(
+        "--access-log-format",
+        metavar="FORMAT",
+        default=None,
+        help="a %%-style format over client_addr, method, path, http_version, request_line, "
+        "status_code, status_phrase, bytes, duration_ms (default: uvicorn's line)",
+    )
+    g.add_argument(
+        "--use-colors",
+        action=B,
+        default=None,
+        help="colour the log (default: when stderr is a terminal)",
+    )
+
+    g = p.add_argument_group("workers")
+    g.add_argument(
+        "--workers",
+        metavar="N",
+        type=_integer(),
+        default=None,
+        help="worker processes, each with its own loop and SO_REUSEPORT listener "
+        "(default: $WEB_CONCURRENCY, else 1; 1 runs in this process)",
+    )
+    for flag, what in (("--loop", "event loop"), ("--http", "HTTP implementation")):
+        g.add_argument(
+            flag,
+            dest=f"uvicorn_{flag[2:]}",
+            metavar="NAME",
+            default=None,
+            help=f"uvicorn's choice of {what}, accepted and ignored: ringloop runs its own",
+        )
+    g.add_argument(
+        "--loop-backend",
+        choices=BACKENDS,
+        default=d("loop_backend"),
+        help="the loop's reactor (auto: io_uring when the kernel allows it, else epoll)",
+    )
+    g.add_argument(
+        "--wsgi-threads",
+        metavar="N",
+        type=_integer(),
+        default=d("wsgi_threads"),
+        help="threads that run a WSGI application's calls",
+    )
+    g.add_argument(
+        "--timeout-worker-healthcheck",
+        metavar="SECONDS",
+        type=_seconds,
+        default=d("timeout_worker_healthcheck"),
+        help="with --workers: kill and replace a worker whose loop does not answer the "
+        "supervisor's ping within this long",
+    )
+
+    g = p.add_argument_group("development")
+    g.add_argument(
+        "--reload",
+        action="store_true",
+        help="restart the server when a watched file changes (one worker; development only)",
+    )
+    g.add_argument(
+        "--reload-dir",
+        dest="reload_dirs",
+        metavar="DIR",
+        action="append",
+        default=None,
+        help="a directory to watch (repeat for more; default: the current directory)",
+    )
+    g.add_argument(
+        "--reload-include",
+        dest="reload_includes",
+        metavar="GLOB",
+        action="append",
+        default=None,
+        help="also reload on changes to files matching this pattern (default: *.py)",
+    )
+    g.add_argument(
+        "--reload-exclude",
+        dest="reload_excludes",
+        metavar="GLOB",
+        action="append",
+        default=None,
+        help="ignore changes to files or directories matching this pattern "
+        "(default: .*, .py[cod], .sw.*, ~*)",
+    )
+    g.add_argument(
+        "--reload-delay",
+        metavar="SECONDS",
+        type=_seconds,
+        default=d("reload_delay"),
+        help="wait this long after a change for more before restarting",
+    )
+
+    g = p.add_argument_group("WebSocket")
+    g.add_argument("--ws", choices=WS_MODES, default=d("ws"), help="WebSocket support")
+    g.add_argument(
+        "--ws-max-size",
+        metavar="BYTES",
+        type=_integer(),
+        default=d("ws_max_size"),
+        help="largest incoming WebSocket message",
+    )
+    g.add_argument(
+        "--ws-ping-interval",
+        metavar="SECONDS",
+        type=_seconds,
+        default=d("ws_ping_interval"),
+        help="send a WebSocket ping this often",
+    )
+    g.add_argument(
+        "--ws-ping-timeout",
+        metavar="SECONDS",
+        type=_seconds,
+        default=d("ws_ping_timeout"),
+        help="close a WebSocket whose pong takes longer",
+    )
+    g.add_argument(
+        "--ws-per-message-deflate",
+        metavar="BOOL",
+        type=_boolean,
+        nargs="?",
+        const=True,
+        default=d("ws_per_message_deflate"),
+        help="offer permessage-deflate compression",
+    )
+
+
+# -- from arguments to a Config -----------------------------------------------------------------
+
+
+def config_from_args(args: argparse.Namespace) -> Config:
+    """The `Config` a parsed `serve` command line asks for (after `--env-file` is loaded)."""
+    settings = {k: v for k, v in vars(args).items() if k in _FIELDS}
+    for name in ("headers", "reload_dirs", "reload_includes", "reload_excludes"):
+        if settings.get(name) is None:
+            settings[name] = []
+    if settings.get("workers") is None:
+        env = os.environ.get("WEB_CONCURRENCY")
+        try:
+            settings["workers"] = int(env) if env else 1
+        except ValueError:
+            raise ConfigError(f"WEB_CONCURRENCY: expected an integer, got {env!r}") from None
+    # --forwarded-allow-ips None means $FORWARDED_ALLOW_IPS at run time (Config reads it).
+    return Config(**settings)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`ringloop ...`: the exit status (see the module docs)."""
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        # The top-level parser collects what `serve` did not know; say it as `serve`'s error.
+        (args._serve_parser if args.command == "serve" else parser).error(
+            f"unrecognized arguments: {' '.join(extra)}"
+        )
+    if args.command != "serve":
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    prog = f"{PROG} serve"
+    try:
+        if args.env_file:
+            load_env_file(args.env_file)
+        config = config_from_args(args)
+        config.ssl_context()  # a key or certificate that does not load is a flag error
+    except ConfigError as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    for flag in ("loop", "http"):
+        if getattr(args, f"uvicorn_{flag}") is not None:
+            print(f"{prog}: warning: --{flag} is uvicorn's; ignored", file=sys.stderr)
+    if config.workers == 1 and not config.reload and config.limit_max_rss is not None:
+        # Nothing would start the replacement: say so rather than ignore the flag quietly.
+        print(
+            f"{prog}: warning: --limit-max-rss needs a supervisor (--workers 2 or more); ignored",
+            file=sys.stderr,
+        )
+    try:
+        if config.workers > 1 or config.reload:
+            from .supervisor import run_supervised
+
+            return run_supervised(config)
+        from .server import run
+
+        return run(config)
+    except ConfigError as exc:  # what only the supervisor or reloader can tell
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        # Ctrl+C before the server installed its own SIGINT handler (importing the app).
+        return EXIT_INTERRUPTED
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
