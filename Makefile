@@ -11,7 +11,7 @@ RUST_SRC := $(shell find src -name '*.rs') Cargo.toml pyproject.toml
 export PYTHONDONTWRITEBYTECODE := 1
 
 .DEFAULT_GOAL := help
-.PHONY: help demo test test-rust test-py test-bound stress bench lint build clean
+.PHONY: help demo test test-rust test-fuzz fuzz test-py test-bound stress bench lint build clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -28,15 +28,22 @@ $(BUILT): $(STAMP) $(RUST_SRC)
 
 build: $(BUILT) ## build the native module (release) into .venv
 
-demo: $(BUILT) ## build, then show ringloop against its peers (loop primitives, transports) and a blocked loop caught
+demo: $(BUILT) ## build, then show ringloop against its peers (loop primitives, transports, HTTP servers) and a blocked loop caught
 	$(PY) benchmarks/run.py primitives --quick
 	$(PY) benchmarks/run.py transports --quick
+	$(PY) benchmarks/run.py http --quick
 	@if [ -f examples/blocking_demo.py ]; then $(PY) examples/blocking_demo.py; fi
 
-test: test-rust test-py test-bound ## build and run every test (cargo test + pytest on both backends)
+test: test-rust test-fuzz test-py test-bound ## build and run every test (cargo test, a short fuzz run, pytest on both backends)
 
 test-rust: ## unit tests of the sans-I/O Rust modules and reactors
 	cargo test --release --lib -q
+
+test-fuzz: ## 15 s of cargo-fuzz on each HTTP/1.1 parser target (installs cargo-fuzz if missing)
+	bash fuzz/smoke.sh
+
+fuzz: ## a long fuzz run: 10 minutes per HTTP/1.1 parser target
+	FUZZ_SECONDS=600 bash fuzz/smoke.sh
 
 test-py: $(BUILT) ## pytest: behaviour, conformance (CPython's test_asyncio) and watch tests
 	RINGLOOP_REQUIRE=1 $(PY) -m pytest -q -p no:cacheprovider

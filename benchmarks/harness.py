@@ -14,8 +14,9 @@ about what is measured (no suite, loop or scenario is named here):
 * **/proc accounting** (``proc_cpu_ticks``, ``tree_cpu_ticks``, ``CpuWindow``, ``rss_bytes``,
   ``tree_rss_bytes``, ``rates``): CPU of every thread of a process (or of its whole tree)
   over a measured window, resident memory;
-* **tools** (``ensure_wrk``, ``wrk_command``, ``parse_wrk``, ``build_c_tool``): wrk, found
-  or installed from Debian, and our C load generators and floors, built at each run;
+* **tools** (``ensure_wrk``, ``ensure_debian``, ``wrk_command``, ``parse_wrk``,
+  ``build_c_tool``): wrk and other Debian tools, found or installed, and our C load
+  generators and floors, built at each run;
 * **context** (``machine_info``): what is recorded next to the numbers.
 
 Repeating measurements in rounds and taking medians is ``rounds.py``'s.
@@ -45,6 +46,7 @@ import tempfile
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -534,18 +536,30 @@ def build_c_tool(src: Path, workdir: Path) -> tuple[str | None, str | None]:
 
 def ensure_wrk() -> tuple[str | None, str | None]:
     """wrk's path, installing the Debian package if missing; else (None, why not)."""
-    if path := shutil.which("wrk"):
+    return ensure_debian("wrk", "wrk")
+
+
+def ensure_debian(
+    binary: str, package: str, present: Callable[[], str | None] | None = None
+) -> tuple[str | None, str | None]:
+    """``binary``'s path (or what ``present`` finds), apt-getting ``package`` if it is missing.
+
+    (path, None), or (None, why not). ``present`` replaces the PATH lookup for what is not
+    a command on PATH (nginx lives in /usr/sbin; a shared library has no path to look up).
+    """
+    find = present or (lambda: shutil.which(binary))
+    if path := find():
         return path, None
     if os.geteuid() != 0:
-        return None, "wrk is not installed and we are not root to apt-get it"
-    print("  wrk not found: apt-get install -y wrk", flush=True)
-    reason = _apt("install", "-y", "wrk")
-    if reason and not shutil.which("wrk"):
+        return None, f"{binary} is not installed and we are not root to apt-get {package}"
+    print(f"  {binary} not found: apt-get install -y {package}", flush=True)
+    reason = _apt("install", "-y", package)
+    if reason and not find():
         # A stale package index is the usual cause: refresh it once and try again.
-        reason = _apt("update") or _apt("install", "-y", "wrk")
-    if path := shutil.which("wrk"):
+        reason = _apt("update") or _apt("install", "-y", package)
+    if path := find():
         return path, None
-    return None, f"wrk is not installed and {reason or 'apt-get did not provide it'}"
+    return None, f"{binary} is not installed and {reason or 'apt-get did not provide it'}"
 
 
 def _apt(*args: str) -> str | None:

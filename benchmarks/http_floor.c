@@ -2,9 +2,9 @@
  * The kernel's share of the HTTP benchmark: the same canned responder as transports.py's
  * HttpProtocol, in C on plain epoll, with no Python and no event-loop library.
  *
- *   http_floor [CPU]
+ *   http_floor [CPU [BODY_BYTES]]
  *
- * Listens on 127.0.0.1 (a free port), pins itself to CPU when given, and speaks the
+ * Listens on 127.0.0.1 (a free port), pins itself to CPU when given (-1: not pinned), and speaks the
  * benchmark's server protocol: one JSON "ready" line with its pid and port on stdout, then it
  * serves until stdin closes and says "done". Every request (ended by CRLF CRLF, pipelined or
  * not, split across reads or not) gets the canned response; the responses a read completes go
@@ -13,8 +13,13 @@
  * Its server CPU µs per request is what the kernel's TCP loopback path costs on this machine
  * (recv, send, and the peer's receive processing, which loopback runs in the sender's
  * context): no Python server can go below it, which puts any ratio target in proportion.
+ *
+ * BODY_BYTES replaces the 13-byte body with that many bytes of 'x' (the HTTP suite's 64 KiB
+ * response). A request with a Content-Length is answered once its whole body has arrived;
+ * the body is read and dropped unscanned (the HTTP suite's 1 MiB upload).
  */
 #define _GNU_SOURCE
+#include <ctype.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -27,18 +32,34 @@
 #include <unistd.h>
 #include <arpa/inet.h>
 
-static const char RESPONSE[] =
+static const char HEAD[] =
     "HTTP/1.1 200 OK\r\n"
     "Content-Type: text/plain\r\n"
-    "Content-Length: 13\r\n"
+    "Content-Length: %zu\r\n"
     "Connection: keep-alive\r\n"
-    "\r\n"
-    "Hello, World!";
-#define RESPONSE_LEN (sizeof RESPONSE - 1)
+    "\r\n";
+static char *RESPONSE;
+static size_t RESPONSE_LEN;
+
+/* The canned response: the head, then "Hello, World!" or body_bytes of 'x'. */
+static void build_response(long body_bytes) {
+    const char *hello = "Hello, World!";
+    size_t body = body_bytes >= 0 ? (size_t)body_bytes : strlen(hello);
+    RESPONSE = malloc(sizeof HEAD + 32 + body);
+    if (!RESPONSE) { perror("malloc"); exit(1); }
+    int head = sprintf(RESPONSE, HEAD, body);
+    if (body_bytes >= 0) memset(RESPONSE + head, 'x', body);
+    else memcpy(RESPONSE + head, hello, body);
+    RESPONSE_LEN = (size_t)head + body;
+}
 
 struct conn {
-    int matched;   /* bytes of CRLF CRLF matched at the end of the last read */
-    char *out;     /* responses the kernel has not taken yet */
+    int matched;      /* bytes of CRLF CRLF matched at the end of the last read */
+    int cl_matched;   /* bytes of CRLF "content-length:" matched, case-insensitively */
+    int in_cl;        /* reading the digits of a Content-Length */
+    size_t cl;        /* the Content-Length of the request whose head is being read */
+    size_t body_left; /* body bytes of the current request still to arrive */
+    char *out;        /* responses the kernel has not taken yet */
     size_t out_len, out_cap;
 };
 
@@ -81,26 +102,62 @@ static int flush_out(int fd, struct conn *c) {
     return c->out_len ? 1 : 0;
 }
 
-/* Requests ended in this read: CRLF CRLF matched byte by byte, the match carried across reads. */
+/*
+ * Requests completed by this read. The head ends at CRLF CRLF (matched byte by byte, the
+ * match carried across reads); a Content-Length seen in it makes the request end that many
+ * bytes later, and those body bytes are skipped in one step, not scanned: the floor of an
+ * upload is the kernel's copy, not a byte loop of ours. No other framing (chunked) is read.
+ */
 static int count_requests(struct conn *c, const char *buf, size_t n) {
     static const char END[4] = {'\r', '\n', '\r', '\n'};
-    int count = 0, m = c->matched;
-    for (size_t i = 0; i < n; i++) {
-        if (buf[i] == END[m]) {
-            if (++m == 4) {
-                count++;
-                m = 0;
+    static const char CL[] = "\r\ncontent-length:";
+    const int cl_len = (int)sizeof CL - 1;
+    int count = 0;
+    size_t i = 0;
+    while (i < n) {
+        if (c->body_left) {
+            size_t skip = n - i < c->body_left ? n - i : c->body_left;
+            c->body_left -= skip;
+            i += skip;
+            if (!c->body_left) count++;
+            continue;
+        }
+        char ch = buf[i++];
+        if (c->in_cl) {
+            if (ch >= '0' && ch <= '9') c->cl = c->cl * 10 + (size_t)(ch - '0');
+            else if (ch != ' ' && ch != '\t') c->in_cl = 0;
+        }
+        if (tolower((unsigned char)ch) == CL[c->cl_matched]) {
+            if (++c->cl_matched == cl_len) {
+                c->in_cl = 1;
+                c->cl = 0;
+                c->cl_matched = 0;
             }
         } else {
-            m = buf[i] == '\r';
+            c->cl_matched = ch == '\r';
+        }
+        if (ch == END[c->matched]) {
+            if (++c->matched == 4) {
+                c->matched = 0;
+                c->cl_matched = 0;
+                c->in_cl = 0;
+                if (c->cl) {
+                    c->body_left = c->cl;
+                    c->cl = 0;
+                } else {
+                    count++;
+                }
+            }
+        } else {
+            c->matched = ch == '\r';
         }
     }
-    c->matched = m;
     return count;
 }
 
 int main(int argc, char **argv) {
-    if (argc > 1) {
+    build_response(argc > 2 ? atol(argv[2]) : -1);
+    if (argc > 1 && atoi(argv[1]) >= 0) {
         cpu_set_t set;
         CPU_ZERO(&set);
         CPU_SET(atoi(argv[1]), &set);
@@ -123,7 +180,7 @@ int main(int argc, char **argv) {
     epoll_ctl(ep, EPOLL_CTL_ADD, 0, &ev);
     printf("{\"type\": \"ready\", \"pid\": %d, \"port\": %d, \"cpu\": %s, "
            "\"loop_class\": \"C, epoll (no Python)\", \"version\": \"gcc -O2\", \"backend\": \"epoll\"}\n",
-           getpid(), ntohs(addr.sin_port), argc > 1 ? argv[1] : "null");
+           getpid(), ntohs(addr.sin_port), argc > 1 && atoi(argv[1]) >= 0 ? argv[1] : "null");
     fflush(stdout);
 
     static char buf[256 * 1024];

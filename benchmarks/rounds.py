@@ -37,6 +37,7 @@ def run_rounds(
     *,
     skip: Callable[[Any], str | None] = lambda sc: None,
     applies: Callable[[str, Any], bool] = lambda name, sc: True,
+    brief: Callable[[dict[str, Any]], str] | None = None,
 ) -> dict[str, Any]:
     """Every (scenario, name) ``rounds`` times, names in a rotated order each round.
 
@@ -47,8 +48,9 @@ def run_rounds(
     and a name whose crash had ``"stage": "load"`` (it cannot even start) is marked crashed
     in every later scenario without running. ``skip(scenario)`` gives the reason a whole
     scenario cannot run (its load generator is missing); ``applies`` leaves a pair out.
-    A scenario needs a ``key``. Prints one progress line per run; ``summarise_rounds``
-    turns the state into the JSON.
+    A scenario needs a ``key``. Prints one progress line per run (``brief(last run)`` says
+    how it went, by default its rate and CPU per op); ``summarise_rounds`` turns the state
+    into the JSON.
     """
     state: dict[str, Any] = {
         name: {"meta": None, "load_error": None, "builds": set(), "scenarios": {}} for name in names
@@ -69,7 +71,8 @@ def run_rounds(
                     continue
                 _record(state[name], cell, measure(name, sc))
                 print(
-                    f"  round {r + 1}/{rounds}  {sc.key:<19} {name:<18} {_brief(cell)}", flush=True
+                    f"  round {r + 1}/{rounds}  {sc.key:<19} {name:<18} {_brief(cell, brief)}",
+                    flush=True,
                 )
     return state
 
@@ -89,26 +92,34 @@ def _record(own: dict[str, Any], cell: dict[str, Any], res: dict[str, Any]) -> N
         own["load_error"] = res["error"]
 
 
-def _brief(cell: dict[str, Any]) -> str:
+def _brief(cell: dict[str, Any], brief: Callable[[dict[str, Any]], str] | None) -> str:
     if cell["status"] != "ok":
         return f"{cell['status']}: {cell['error']}"
     last = cell["runs"][-1]
+    if brief is not None:
+        return brief(last)
     return (
         f"{fmt_rate(last['rate'])}/s  {last['cpu_us']:.1f} µs/op  "
         f"(server busy {last['server_busy']:.0%}, client busy {last['client_busy']:.0%})"
     )
 
 
+MEDIAN_FIELDS = ("rate", "cpu_us", "server_busy", "client_busy")
+
+
 def summarise_rounds(
-    state: dict[str, Any], scenarios: list[Any], kind: Callable[[str], str]
+    state: dict[str, Any],
+    scenarios: list[Any],
+    kind: Callable[[str], str],
+    fields: tuple[str, ...] = MEDIAN_FIELDS,
 ) -> dict[str, Any]:
     """``run_rounds``'s state as JSON: per name, per scenario, the medians and every run.
 
     Per name: its ``kind`` (``kind(name)``), what it said about itself (``loop_class``,
     ``version``, ``backend``), ``load_error``, ``package_mtimes`` and ``scenarios``; per
-    scenario: ``status``, ``error``, the medians of ``rate``, ``cpu_us``, ``server_busy``
-    and ``client_busy`` over the runs (when measured), ``runs`` and any ``crash`` record.
-    ``reporting.run_notes`` reads this shape.
+    scenario: ``status``, ``error``, the medians of ``fields`` (by default ``rate``,
+    ``cpu_us``, ``server_busy`` and ``client_busy``) over the runs, each where every run has
+    it, ``runs`` and any ``crash`` record. ``reporting.run_notes`` reads this shape.
     """
     out: dict[str, Any] = {}
     for name, own in state.items():
@@ -130,8 +141,11 @@ def summarise_rounds(
             summary: dict[str, Any] = {"status": cell["status"], "error": cell["error"]}
             runs = cell["runs"]
             if runs and cell["status"] == "ok":
-                for field in ("rate", "cpu_us", "server_busy", "client_busy"):
-                    summary[field] = statistics.median(r[field] for r in runs)
+                for field in fields:
+                    # A field some runs lack (a scenario that measures memory, not rate) or
+                    # hold as None (percentiles wrk could not give) has no median.
+                    if all(r.get(field) is not None for r in runs):
+                        summary[field] = statistics.median(r[field] for r in runs)
             summary["runs"] = runs
             if "crash" in cell:
                 summary["crash"] = cell["crash"]

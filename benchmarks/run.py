@@ -28,6 +28,9 @@ SUITES: dict[str, tuple[str, str]] = {
     "primitives": ("primitives", "µs/op of nine asyncio primitives, every loop side by side"),
     "watch_overhead": ("watch_overhead", "cost of the blocking detector on each loop"),
     "transports": ("transports", "TCP echo and HTTP servers: rate, server CPU µs per op"),
+    # The module is not called http.py: on sys.path[0] that would shadow the standard
+    # library's http package for every script in this directory.
+    "http": ("http_suite", "HTTP servers side by side: CPU µs/request, req/s, p99, RSS"),
 }
 
 

@@ -1,0 +1,649 @@
+"""HTTP server suite: ringloop's server beside granian, uvicorn, socketify, cymongoose, aiohttp,
+nginx and a C floor, in one run, as ratios.
+
+Every subject (``http_peers.SUBJECTS``: a server speaking one interface) is started as its
+own process, one worker, access log off, pinned to CPU 0; the load runs on CPU 1. The
+scenarios:
+
+  plaintext   ``Hello, world!`` (each subject through its interface: raw ASGI, ringloop's
+              native handler, WSGI, RSGI, a framework's own API), ``wrk -t1 -c64``
+  pipelined   the same, 16 requests per write (``pipeline.lua``); wrk's latency
+              percentiles are meaningless there and reported as n/a
+  json        FastAPI, ``{"message": "Hello, world!"}`` through a Pydantic model (ASGI
+              subjects only; the references answer canned JSON)
+  64k         a 64 KiB response body
+  upload      a 1 MiB request body read whole by the app (``upload.lua``)
+  idle        10,000 keep-alive connections that have each served one request, held idle
+              by ``http_client.c``: the server's RSS after minus before, per connection
+
+Per wrk run: requests/s, the server's CPU µs per request (utime + stime of its whole
+process tree from ``/proc``, so a master and its workers all count), wrk's p50/p99 latency
+and the tree's RSS after the load. Before any load the runner checks the subject's answers
+(status, body) on one connection and warms it up; a subject that fails to start, answers
+wrongly, dies or makes wrk count errors is recorded as a crash with its error and the run
+goes on. A subject that cannot be installed here is recorded as unavailable.
+
+    python benchmarks/http_suite.py [--quick] [--subjects ...] [--scenarios ...] [--rounds N]
+    python benchmarks/run.py http [--quick]
+    python benchmarks/http_suite.py --callgrind [...]   (instructions per request: http_callgrind.py)
+
+Full run: every scenario, 3 rounds × 3 s, median; ``results/http.json``, ``results/http_cpu.png``,
+``results/http_rate.png`` and the README section between the ``http`` markers. ``--quick``:
+plaintext and pipelined for every subject, 1 round × 1 s, into ``results/quick/``.
+
+This module is the workload and ``main``; the servers are ``http_peers.py``'s, the tables,
+targets and charts ``http_report.py``'s, processes and /proc ``harness.py``'s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import queue
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+# The path line above makes these importable when this file is run as a script.
+import harness  # noqa: E402
+import http_peers  # noqa: E402
+import http_report  # noqa: E402
+import reporting  # noqa: E402
+from http_peers import FLOOR, PATHS, SUBJECTS  # noqa: E402
+from rounds import run_rounds, summarise_rounds  # noqa: E402
+
+CONNECTIONS = 64
+PIPELINE_DEPTH = 16
+UPLOAD_BYTES = 1 << 20
+IDLE_CONNECTIONS = 10_000
+SERVER_CPU = 0
+CLIENT_CPU = 1
+PIPELINE_LUA = harness.BENCH_DIR / "pipeline.lua"
+UPLOAD_LUA = harness.BENCH_DIR / "upload.lua"
+CLIENT_SRC = harness.BENCH_DIR / "http_client.c"
+FLOOR_SRC = harness.BENCH_DIR / "http_floor.c"
+# Medians kept per scenario: rate and CPU, latency where wrk's is usable, memory.
+FIELDS = (
+    "rate",
+    "cpu_us",
+    "server_busy",
+    "client_busy",
+    "p50_us",
+    "p99_us",
+    "rss_bytes",
+    "rss_before",
+    "rss_after",
+    "rss_per_conn",
+)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One load; ``response`` is the app's answer it needs (``http_apps`` names)."""
+
+    key: str
+    label: str
+    response: str
+    kind: str = "wrk"  # "wrk" or "idle"
+    depth: int = 1
+    script: Path | None = None
+    script_args: tuple[str, ...] = field(default=())
+
+
+SCENARIOS: dict[str, Scenario] = {
+    s.key: s
+    for s in (
+        Scenario("plaintext", "plaintext", "hello"),
+        Scenario(
+            "pipelined",
+            f"pipelined ×{PIPELINE_DEPTH}",
+            "hello",
+            depth=PIPELINE_DEPTH,
+            script=PIPELINE_LUA,
+            script_args=(str(PIPELINE_DEPTH),),
+        ),
+        Scenario("json", "FastAPI JSON", "json"),
+        Scenario("64k", "64 KiB response", "big"),
+        Scenario(
+            "upload", "1 MiB upload", "upload", script=UPLOAD_LUA, script_args=(str(UPLOAD_BYTES),)
+        ),
+        Scenario("idle", "idle connections", "hello", kind="idle"),
+    )
+}
+QUICK_SCENARIOS = ["plaintext", "pipelined"]
+
+
+@dataclass
+class Settings:
+    duration: float
+    server_cpu: int | None
+    client_cpu: int | None
+    idle_connections: int
+    first_scenario: str  # a start failure there means the subject cannot run at all
+
+
+@dataclass
+class Tools:
+    work: Path  # built tools, nginx's files
+    wrk: str | None
+    wrk_error: str | None
+    client: str | None
+    client_error: str | None
+    floor: str | None
+    floor_error: str | None
+
+
+# --------------------------------------------------------------------------- checking answers
+
+BIG = b"x" * 65536
+
+
+def _expected(sc: Scenario, body: bytes) -> str | None:
+    """What is wrong with ``body`` as the answer to ``sc``'s request, or None."""
+    if sc.response == "hello" and body != b"Hello, world!":
+        return f"body {body[:40]!r}, not b'Hello, world!'"
+    if sc.response == "big" and body != BIG:
+        return f"a body of {len(body)} bytes, not 64 KiB of x"
+    if sc.response == "upload" and body != str(UPLOAD_BYTES).encode():
+        return f"body {body[:40]!r}: the app did not see the {UPLOAD_BYTES}-byte upload"
+    if sc.response == "json":
+        try:
+            doc = json.loads(body)
+        except ValueError:
+            doc = None
+        if doc != {"message": "Hello, world!"}:
+            return f"body {body[:60]!r} is not the JSON message"
+    return None
+
+
+class _Responses:
+    """HTTP/1.1 responses read off one socket: status, headers, body by length or chunks."""
+
+    def __init__(self, sock: socket.socket):
+        self.sock = sock
+        self.buf = b""
+
+    def _fill(self) -> None:
+        chunk = self.sock.recv(1 << 20)
+        if not chunk:
+            raise ConnectionError("the server closed the connection")
+        self.buf += chunk
+
+    def _line(self) -> bytes:
+        while b"\r\n" not in self.buf:
+            self._fill()
+        line, self.buf = self.buf.split(b"\r\n", 1)
+        return line
+
+    def _take(self, n: int) -> bytes:
+        while len(self.buf) < n:
+            self._fill()
+        out, self.buf = self.buf[:n], self.buf[n:]
+        return out
+
+    def next(self) -> tuple[int, dict[bytes, bytes], bytes]:
+        status = self._line().split(b" ", 2)
+        headers = {}
+        while line := self._line():
+            name, _, value = line.partition(b":")
+            headers[name.strip().lower()] = value.strip()
+        if b"content-length" in headers:
+            return int(status[1]), headers, self._take(int(headers[b"content-length"]))
+        if headers.get(b"transfer-encoding", b"").lower() == b"chunked":
+            body = b""
+            while size := int(self._line().split(b";")[0], 16):
+                body += self._take(size)
+                self._take(2)
+            while self._line():  # trailers
+                pass
+            return int(status[1]), headers, body
+        raise ValueError(f"response {status[1]!r} with neither Content-Length nor chunked body")
+
+
+def probe(port: int, sc: Scenario, reference: bool) -> str | None:
+    """Check the subject's answers on one keep-alive connection and warm it up.
+
+    ``sc.depth`` requests per write (the pipelined scenario checks pipelining); every
+    response must be a 200 and, except from the canned references, the app's exact body.
+    Returns what went wrong, or None. Catching a wrong answer here means wrk never counts
+    the bytes of a server that answers garbage.
+    """
+    path = PATHS[sc.response]
+    if sc.response == "upload":
+        request = (
+            f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            f"Content-Type: application/octet-stream\r\nContent-Length: {UPLOAD_BYTES}\r\n\r\n"
+        ).encode() + b"x" * UPLOAD_BYTES
+    else:
+        request = f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode()
+    rounds = {"hello": 100, "json": 200, "big": 40, "upload": 5}[sc.response]
+    if sc.depth > 1:
+        rounds //= 4
+    answered = 0
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+            responses = _Responses(sock)
+            for _ in range(rounds):
+                sock.sendall(request * sc.depth)
+                for _ in range(sc.depth):
+                    status, _headers, body = responses.next()
+                    if status != 200:
+                        return f"status {status} to {sc.label}: {body[:60]!r}"
+                    if not reference and (wrong := _expected(sc, body)):
+                        return f"wrong answer to {sc.label}: {wrong}"
+                    answered += 1
+    except (OSError, ValueError) as exc:
+        # Which request failed tells a keep-alive or pipelining bug from a dead server.
+        return (
+            f"warm-up probe, request {answered + 1} on one keep-alive connection"
+            f"{f' ({sc.depth} per write)' if sc.depth > 1 else ''}: {type(exc).__name__}: {exc}"
+        )
+    return None
+
+
+# --------------------------------------------------------------------------- one run
+
+
+def run_wrk(server: http_peers.PeerServer, sc: Scenario, st: Settings, wrk: str) -> dict:
+    """One wrk run; server CPU (whole tree) read just before wrk starts and after it exits."""
+    assert server.port is not None
+    cmd = harness.wrk_command(
+        wrk,
+        f"http://127.0.0.1:{server.port}{PATHS[sc.response]}",
+        connections=CONNECTIONS,
+        duration=st.duration,
+        script=sc.script,
+        script_args=sc.script_args,
+    )
+    cmd = harness.pinned(cmd, st.client_cpu)
+    # wrk is the only child reaped while it runs, so the window's children CPU is wrk's own.
+    window = harness.CpuWindow(server.pid, tree=True)
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=st.duration + 60)
+    except subprocess.TimeoutExpired:
+        return {"failure": f"wrk timed out after {st.duration + 60:.0f}s"}
+    window.close()
+    rss = harness.tree_rss_bytes(server.pid)
+    report = harness.parse_wrk(proc.stdout)
+    errors = {k: v for k, v in report["socket_errors"].items() if v}
+    if proc.returncode != 0 or "requests" not in report:
+        why = harness.last_line(proc.stderr or proc.stdout, "(no output)")
+        return {"failure": f"wrk exit {proc.returncode}: {why}"}
+    if window.server_seconds is None or not server.alive():
+        return {"failure": "server process died during the run", "wrk": proc.stdout}
+    if report["requests"] == 0 and not errors:
+        return {"failure": f"no request answered in {report['seconds']:.1f} s", "wrk": proc.stdout}
+    if errors or report["non_2xx"]:
+        why = ", ".join(f"{k} {v}" for k, v in errors.items())
+        if report["non_2xx"]:
+            why += f"{', ' if why else ''}non-2xx {report['non_2xx']}"
+        return {"failure": f"wrk errors: {why}", "wrk": proc.stdout}
+    figures = harness.rates(
+        report["requests"],
+        report["seconds"],
+        window.server_seconds,
+        window.children_seconds,
+        window.wall,
+    )
+    # wrk's percentiles of a pipelined run are not measurements (see harness.parse_wrk).
+    latency = report["latency_us"] if sc.depth == 1 else {}
+    return {
+        **figures,
+        "p50_us": latency.get("50"),
+        "p99_us": latency.get("99"),
+        "rss_bytes": rss,
+        "wrk": proc.stdout,
+    }
+
+
+def _lines(stream: Any) -> queue.Queue[str | None]:
+    """The lines of ``stream`` as a queue, read by a thread (so reads can time out)."""
+    out: queue.Queue[str | None] = queue.Queue()
+
+    def pump() -> None:
+        for line in stream:
+            out.put(line)
+        out.put(None)
+
+    threading.Thread(target=pump, daemon=True).start()
+    return out
+
+
+def _json_line(lines: queue.Queue[str | None], timeout: float) -> dict[str, Any] | None:
+    try:
+        line = lines.get(timeout=timeout)
+    except queue.Empty:
+        return None
+    return json.loads(line) if line else None
+
+
+def run_idle(server: http_peers.PeerServer, sc: Scenario, st: Settings, client: str) -> dict:
+    """RSS per idle keep-alive connection: the tree's RSS before the connections, with them.
+
+    The client opens them all (each serves one request, so the server holds a connection
+    that has been used, as a keep-alive client leaves it), says so, and holds them; the
+    server gets a second to settle before its RSS is read; then the client checks that the
+    server closed none of them. Kernel socket memory is not in RSS: this is the server's
+    own memory per connection.
+    """
+    assert server.port is not None
+    time.sleep(0.5)  # whatever the warm-up left to free
+    before = harness.tree_rss_bytes(server.pid)
+    cmd = harness.pinned(
+        [client, "idle", str(server.port), str(st.idle_connections), PATHS[sc.response]],
+        st.client_cpu,
+    )
+    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert proc.stdin is not None and proc.stdout is not None
+    lines = _lines(proc.stdout)
+    try:
+        opened = _json_line(lines, timeout=120)
+        if opened is None:
+            return {"failure": "idle client: no report after 120 s"}
+        time.sleep(1.0)
+        after = harness.tree_rss_bytes(server.pid)
+        proc.stdin.close()
+        done = _json_line(lines, timeout=60) or {}
+    finally:
+        if proc.poll() is None:
+            proc.kill()  # our own child, by its handle
+        proc.wait()
+    want = st.idle_connections
+    if opened["open"] < want:
+        return {
+            "failure": f"only {opened['open']}/{want} connections opened and answered "
+            f"({opened['failed']} failed; {opened['first_error'] or 'no error'})"
+        }
+    still = done.get("still_open")
+    if still != opened["open"]:
+        return {
+            "failure": f"the server closed {opened['open'] - (still or 0)}/{want} idle "
+            "connections within the measurement"
+        }
+    if before is None or after is None or not server.alive():
+        return {"failure": "server process died during the run"}
+    return {
+        "connections": opened["open"],
+        "open_seconds": opened["seconds"],
+        "rss_before": before,
+        "rss_after": after,
+        "rss_per_conn": (after - before) / opened["open"],
+    }
+
+
+def measure(name: str, sc: Scenario, st: Settings, tools: Tools) -> dict[str, Any]:
+    """Start ``name`` for ``sc``, check it, load it once, stop it; never raises."""
+    subject = SUBJECTS[name]
+    found = http_peers.versions(subject)
+    meta: dict[str, Any] = {
+        "loop_class": subject.how,
+        "version": http_peers.version_text(subject, found),
+        "backend": None,
+    }
+    if "ringloop" in found:
+        meta["package_mtime"] = http_peers.ringloop_build()
+    # Outside the meta (which rounds.py keeps once per subject): every run and crash record
+    # says which versions it measured.
+    return {**_measure(subject, sc, st, tools, meta), "versions": found}
+
+
+def _measure(
+    subject: http_peers.Subject, sc: Scenario, st: Settings, tools: Tools, meta: dict[str, Any]
+) -> dict[str, Any]:
+    server = http_peers.start(subject, sc.response, st.server_cpu, tools.work)
+    try:
+        try:
+            ready = server.wait_ready(timeout=60)
+        except harness.ServerFailed as exc:
+            return {
+                # Failing with the simplest app means it cannot run at all: rounds.py then
+                # records the later scenarios as crashed too, without starting it again.
+                "status": "crash",
+                "stage": "load" if sc.key == st.first_scenario else "start",
+                "error": _with_words(str(exc), server),
+                "stderr_tail": server.stderr_tail(),
+                "command": server.proc.args,
+                "meta": meta,
+            }
+        meta.update(pid=ready["pid"], port=server.port, command=server.proc.args)
+        assert server.port is not None  # set by wait_ready for every kind of server
+        problem = probe(server.port, sc, subject.reference)
+        if problem:
+            res: dict[str, Any] = {"failure": problem}
+            # Wrong answers to the simplest request (say, no second response on a keep-alive
+            # connection) will be wrong in every scenario: not worth a probe timeout each.
+            if sc.key == st.first_scenario:
+                res["stage"] = "load"
+        elif sc.kind == "idle":
+            assert tools.client is not None
+            res = run_idle(server, sc, st, tools.client)
+        else:
+            assert tools.wrk is not None
+            res = run_wrk(server, sc, st, tools.wrk)
+        died = not server.alive()
+        end = server.stop()
+        if died or "failure" in res:
+            return _crash(res, server, end, meta, died)
+        return {"status": "ok", "meta": meta, **res, **end}
+    finally:
+        if server.alive():
+            server.stop(timeout=5)
+        server.close()
+
+
+def _crash(
+    res: dict[str, Any],
+    server: http_peers.PeerServer,
+    end: dict[str, Any],
+    meta: dict[str, Any],
+    died: bool,
+) -> dict[str, Any]:
+    """A crash record: what the load saw first, then the server's last words."""
+    parts = [res.get("failure", "server died")]
+    tail = server.stderr_tail()
+    if died:
+        parts.append(f"server: {server.failure_text()}")
+    return {
+        "status": "crash",
+        "stage": res.get("stage", "run"),
+        "error": _with_words("; ".join(parts), server),
+        "meta": meta,
+        "stderr_tail": tail,
+        **{k: v for k, v in res.items() if k not in ("failure", "stage")},
+        **end,
+    }
+
+
+def last_words(server: http_peers.PeerServer) -> str | None:
+    """The telling line of the server's stderr: a fatal error, else the last exception line.
+
+    A Python crash prints its "Fatal Python error" line first and a stack after it, so the
+    tail alone does not say what happened.
+    """
+    server.stderr.seek(0)
+    lines = [ln.strip() for ln in server.stderr.read().splitlines() if ln.strip()]
+    for line in lines:
+        if line.startswith("Fatal Python error"):
+            return line
+    exceptions = [ln for ln in lines if re.match(r"^[\w.]+(Error|Exception|Exit)\b", ln)]
+    if exceptions:
+        return exceptions[-1]
+    return lines[-1] if lines else None
+
+
+def _with_words(error: str, server: http_peers.PeerServer) -> str:
+    """``error``, and the server's telling stderr line when the text does not hold it yet."""
+    words = last_words(server)
+    return f"{error}; server stderr: {words}" if words and words not in error else error
+
+
+# --------------------------------------------------------------------------- the run
+
+
+def applies(name: str, sc: Scenario) -> bool:
+    return SUBJECTS[name].serves(sc.response)
+
+
+def skip_reason(sc: Scenario, tools: Tools) -> str | None:
+    return tools.client_error if sc.kind == "idle" else tools.wrk_error
+
+
+def unavailable_entry(name: str, why: str, scenarios: list[Scenario]) -> dict[str, Any]:
+    """The JSON entry of a subject that cannot run here: every cell says why."""
+    subject = SUBJECTS[name]
+    return {
+        "kind": subject.interface,
+        "loop_class": subject.how,
+        "version": None,
+        "backend": None,
+        "load_error": why,
+        "package_mtimes": [],
+        "scenarios": {
+            sc.key: {"status": "unavailable", "error": why, "runs": []}
+            for sc in scenarios
+            if applies(name, sc)
+        },
+    }
+
+
+QUICK = {"rounds": 1, "duration": 1.0, "idle": 2_000}
+FULL = {"rounds": 3, "duration": 3.0, "idle": IDLE_CONNECTIONS}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Runner entry point (also what ``benchmarks/run.py http`` calls)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--callgrind" in argv:
+        import http_callgrind
+
+        return http_callgrind.main([a for a in argv if a != "--callgrind"])
+    args = _parse_args(argv)
+    preset = QUICK if args.quick else FULL
+    rounds = args.rounds or preset["rounds"]
+    keys = args.scenarios or (QUICK_SCENARIOS if args.quick else list(SCENARIOS))
+    scenarios = [SCENARIOS[k] for k in keys]
+    st = Settings(
+        duration=args.duration or preset["duration"],
+        server_cpu=args.server_cpu,
+        client_cpu=args.client_cpu,
+        idle_connections=args.idle_connections or preset["idle"],
+        first_scenario=keys[0],
+    )
+    out_dir, update_readme = reporting.output_choice(args)
+    machine = harness.machine_info()
+    with tempfile.TemporaryDirectory(prefix="ringloop-http-") as tmp:
+        tools = _tools(scenarios, Path(tmp))
+        unavailable = {}
+        for name in args.subjects:
+            why = http_peers.check(SUBJECTS[name], tools.floor, tools.floor_error)
+            if why:
+                print(f"  {name}: unavailable: {why}", flush=True)
+                unavailable[name] = why
+        names = [n for n in args.subjects if n not in unavailable]
+        print(
+            f"http: {len(names)} servers × {len(scenarios)} scenarios × {rounds} round(s) × "
+            f"{st.duration:g} s; server on CPU {st.server_cpu}, load on CPU {st.client_cpu}",
+            flush=True,
+        )
+        t0 = time.monotonic()
+        state = run_rounds(
+            names,
+            scenarios,
+            rounds,
+            lambda name, sc: measure(name, sc, st, tools),
+            skip=lambda sc: skip_reason(sc, tools),
+            applies=applies,
+            brief=http_report.brief,
+        )
+    machine["loadavg_end"] = list(os.getloadavg())
+    subjects = summarise_rounds(state, scenarios, lambda n: SUBJECTS[n].interface, FIELDS)
+    for name, why in unavailable.items():
+        subjects[name] = unavailable_entry(name, why, scenarios)
+    # Table order is the catalogue's, whatever ran or not.
+    subjects = {n: subjects[n] for n in SUBJECTS if n in subjects}
+    result = {
+        "suite": "http",
+        "machine": machine,
+        "settings": {
+            "quick": args.quick,
+            "rounds": rounds,
+            "duration": st.duration,
+            "connections": CONNECTIONS,
+            "pipeline_depth": PIPELINE_DEPTH,
+            "upload_bytes": UPLOAD_BYTES,
+            "idle_connections": st.idle_connections,
+            "keep_alive_timeout": http_peers.KEEP_ALIVE,
+            "server_cpu": st.server_cpu,
+            "client_cpu": st.client_cpu,
+            "scenarios": keys,
+            "scenario_labels": {sc.key: sc.label for sc in scenarios},
+            "tools": {
+                "wrk": tools.wrk_error or "ok",
+                "http_client": tools.client_error or "ok",
+                "c-floor": tools.floor_error or "ok",
+            },
+            "statistic": "median of rounds; one server process per run",
+            "cpu_source": "/proc/PID/stat utime+stime (+ reaped children) of the server's "
+            "whole process tree",
+            "seconds": round(time.monotonic() - t0, 1),
+        },
+        "subjects": subjects,
+    }
+    reporting.publish(
+        result,
+        out_dir,
+        "http.json",
+        http_report.console,
+        charts=http_report.charts,
+        section="http" if update_readme else None,
+        readme_body=http_report.readme_section,
+    )
+    ok = any("rate" in c for e in subjects.values() for c in e["scenarios"].values())
+    return 0 if ok else 1
+
+
+def _parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="http_suite.py", description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="2 scenarios × 1 s, 1 round")
+    parser.add_argument("--subjects", nargs="+", default=list(SUBJECTS), choices=list(SUBJECTS))
+    parser.add_argument("--scenarios", nargs="+", default=None, choices=list(SCENARIOS))
+    parser.add_argument("--rounds", type=int, default=None, help="runs per pair (3; quick 1)")
+    parser.add_argument(
+        "--duration", type=float, default=None, help="seconds per wrk run (3; quick 1)"
+    )
+    parser.add_argument(
+        "--idle-connections", type=int, default=None, help="idle scenario (10000; quick 2000)"
+    )
+    parser.add_argument("--server-cpu", type=int, default=SERVER_CPU, help="pin the server here")
+    parser.add_argument("--client-cpu", type=int, default=CLIENT_CPU, help="pin the load here")
+    reporting.add_output_args(parser)
+    return parser.parse_args(argv)
+
+
+def _tools(scenarios: list[Scenario], work: Path) -> Tools:
+    """wrk, the idle client and the C floor: found, installed or built, or why not."""
+    wrk, wrk_error = (None, None)
+    if any(sc.kind == "wrk" for sc in scenarios):
+        wrk, wrk_error = harness.ensure_wrk()
+    client, client_error = (None, None)
+    if any(sc.kind == "idle" for sc in scenarios):
+        client, client_error = harness.build_c_tool(CLIENT_SRC, work)
+    floor, floor_error = harness.build_c_tool(FLOOR_SRC, work)
+    for what, why in (("wrk", wrk_error), ("idle client", client_error), (FLOOR, floor_error)):
+        if why:
+            print(f"  {what}: {why}", flush=True)
+    return Tools(work, wrk, wrk_error, client, client_error, floor, floor_error)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
