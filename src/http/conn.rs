@@ -29,6 +29,7 @@ use pyo3::types::{IntoPyDict, PyBytes};
 use pyo3::{intern, PyTraverseError, PyVisit};
 
 use super::asgi;
+use super::body::Collected;
 use super::native;
 use super::cycle::{self, Cycle};
 use super::request::{self, HeadCopy};
@@ -223,6 +224,7 @@ impl HttpConn {
                 if head.has_body {
                     // The handler gets the whole body: read it first (`collect`).
                     cycle.pending = Some(request);
+                    cycle.collected = Some(Collected::new(py, head.body_len)?);
                     this.st.borrow_mut(py)?.cycle = Some(cycle);
                     return Self::collect(slf, id);
                 }
@@ -268,33 +270,28 @@ impl HttpConn {
     fn collect(slf: &Bound<'_, Self>, id: u64) -> PyResult<bool> {
         let py = slf.py();
         let this = slf.get();
-        loop {
-            match cycle::poll_body(slf, id)? {
-                cycle::Got::Wait => return Ok(false),
-                cycle::Got::Disconnect => return Ok(this.st.borrow(py)?.cycle.is_none()),
-                cycle::Got::Body(b, more) => {
-                    let done = {
-                        let mut st = this.st.borrow_mut(py)?;
-                        let Some(c) = cycle::current(&mut st, id) else { return Ok(true) };
-                        if !more && c.collected.is_empty() {
-                            // One piece: no copy.
-                            c.pending.take().map(|r| (r, b))
-                        } else {
-                            c.collected.extend_from_slice(b.bind(py).as_bytes());
-                            if more {
-                                None
-                            } else {
-                                let whole = PyBytes::new(py, &std::mem::take(&mut c.collected)).unbind();
-                                c.pending.take().map(|r| (r, whole))
-                            }
-                        }
-                    };
-                    if let Some((request, body)) = done {
-                        request.get().set_body(py, body)?;
-                        native::call(slf, id, request.bind(py))?;
-                        return Ok(this.st.borrow(py)?.cycle.is_none());
+        let drained = cycle::drain_body(slf, id, |c, d| {
+            if let Some(buf) = c.collected.as_mut() {
+                buf.push(py, d);
+            }
+        })?;
+        match drained {
+            cycle::Drained::Wait | cycle::Drained::Read { done: false } => Ok(false),
+            cycle::Drained::Disconnect => Ok(this.st.borrow(py)?.cycle.is_none()),
+            cycle::Drained::Read { done: true } => {
+                let ready = {
+                    let mut st = this.st.borrow_mut(py)?;
+                    let Some(c) = cycle::current(&mut st, id) else { return Ok(true) };
+                    match (c.pending.take(), c.collected.take()) {
+                        (Some(request), Some(body)) => Some((request, body)),
+                        _ => None,
                     }
+                };
+                if let Some((request, body)) = ready {
+                    request.get().set_body(py, body.finish(py))?;
+                    native::call(slf, id, request.bind(py))?;
                 }
+                Ok(this.st.borrow(py)?.cycle.is_none())
             }
         }
     }

@@ -15,6 +15,7 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 use pyo3::{intern, PyTraverseError, PyVisit};
 
+use super::body::Collected;
 use super::conn::{ConnState, HttpConn};
 use super::h1::{After, Event};
 use super::request::HeadCopy;
@@ -53,7 +54,7 @@ pub(crate) struct Cycle {
     pub(crate) wake: bool,
     /// A synchronous native handler's request, waiting for its whole body (`collected`).
     pub(crate) pending: Option<Py<super::native::Request>>,
-    pub(crate) collected: Vec<u8>,
+    pub(crate) collected: Option<Collected>,
 }
 
 impl Cycle {
@@ -75,7 +76,7 @@ impl Cycle {
             receive_waiter: None,
             wake: false,
             pending: None,
-            collected: Vec::new(),
+            collected: None,
         }
     }
 
@@ -190,26 +191,36 @@ pub(crate) enum Got {
     Wait,
 }
 
-/// Read what the request body has buffered (answering `Expect: 100-continue` first), or tell
-/// that `receive` must wait.
-pub(crate) fn poll_body(conn: &Bound<'_, HttpConn>, id: u64) -> PyResult<Got> {
+/// What `drain_body` found.
+pub(crate) enum Drained {
+    /// Nothing yet.
+    Wait,
+    /// The body cannot be read (the client left, the response ended, the body was refused).
+    Disconnect,
+    /// Body bytes were given to the sink (`done`: all of it; may be none and done).
+    Read { done: bool },
+}
+
+/// Give what the request body has buffered to `sink`, piece by piece, straight from h1's
+/// buffer (answering `Expect: 100-continue` first). `sink` runs inside the connection's
+/// borrow: no Python code.
+pub(crate) fn drain_body(conn: &Bound<'_, HttpConn>, id: u64, mut sink: impl FnMut(&mut Cycle, &[u8])) -> PyResult<Drained> {
     let py = conn.py();
     let this = conn.get();
     let mut flush_continue = false;
     let mut error: Option<(u16, &'static str)> = None;
-    let got = {
+    let drained = {
         let mut st = this.st.borrow_mut(py)?;
         let st = &mut *st;
         let lost = st.lost;
-        let Some(c) = current(st, id) else { return Ok(Got::Disconnect) };
+        let Some(c) = current(st, id) else { return Ok(Drained::Disconnect) };
         if c.complete || lost {
-            return Ok(Got::Disconnect);
+            return Ok(Drained::Disconnect);
         }
         if c.body_done {
-            return Ok(if st.h1.peer_closed() { Got::Disconnect } else { Got::Wait });
+            return Ok(if st.h1.peer_closed() { Drained::Disconnect } else { Drained::Wait });
         }
-        let mut first: Option<Py<PyBytes>> = None;
-        let mut more: Vec<u8> = Vec::new();
+        let mut any = false;
         let mut done = false;
         loop {
             match st.h1.poll() {
@@ -217,21 +228,19 @@ pub(crate) fn poll_body(conn: &Bound<'_, HttpConn>, id: u64) -> PyResult<Got> {
                     HttpConn::push_continue(st);
                     flush_continue = true;
                 }
-                Ok(Event::Data(d)) => match &first {
-                    None => first = Some(PyBytes::new(py, d).unbind()),
-                    Some(f) => {
-                        if more.is_empty() {
-                            more.extend_from_slice(f.bind(py).as_bytes());
-                        }
-                        more.extend_from_slice(d);
+                Ok(Event::Data(d)) => {
+                    any = true;
+                    // `d` borrows h1; the cycle is another field of the state.
+                    if let Some(c) = st.cycle.as_mut() {
+                        sink(c, d);
                     }
-                },
+                }
                 Ok(Event::End) | Ok(Event::Paused) => {
                     done = true;
                     break;
                 }
                 Ok(Event::NeedData) => break,
-                Ok(_) => return Ok(Got::Disconnect),
+                Ok(_) => return Ok(Drained::Disconnect),
                 Err(e) => {
                     error = Some((e.status(), e.rule()));
                     break;
@@ -239,16 +248,15 @@ pub(crate) fn poll_body(conn: &Bound<'_, HttpConn>, id: u64) -> PyResult<Got> {
             }
         }
         if error.is_some() {
-            Got::Disconnect
+            Drained::Disconnect
         } else {
             let c = current(st, id).expect("checked above");
             c.body_done = done;
             st.since = crate::reactor::sys::monotonic_ns();
-            match (first, more.is_empty()) {
-                (None, _) if !done => Got::Wait,
-                (None, _) => Got::Body(PyBytes::new(py, b"").unbind(), false),
-                (Some(f), true) => Got::Body(f, !done),
-                (Some(_), false) => Got::Body(PyBytes::new(py, &more).unbind(), !done),
+            if any || done {
+                Drained::Read { done }
+            } else {
+                Drained::Wait
             }
         }
     };
@@ -259,7 +267,37 @@ pub(crate) fn poll_body(conn: &Bound<'_, HttpConn>, id: u64) -> PyResult<Got> {
     if flush_continue && this.st.borrow(py)?.cycle.is_some() {
         HttpConn::flush(conn)?;
     }
-    Ok(got)
+    Ok(drained)
+}
+
+/// Read what the request body has buffered as one `bytes` (ASGI `receive`), or tell that
+/// `receive` must wait.
+pub(crate) fn poll_body(conn: &Bound<'_, HttpConn>, id: u64) -> PyResult<Got> {
+    let py = conn.py();
+    // One piece becomes the message's `bytes` as is; more are joined.
+    let mut first: Option<Py<PyBytes>> = None;
+    let mut joined: Vec<u8> = Vec::new();
+    let drained = drain_body(conn, id, |_, d| match &first {
+        None => first = Some(PyBytes::new(py, d).unbind()),
+        Some(f) => {
+            if joined.is_empty() {
+                joined.extend_from_slice(f.bind(py).as_bytes());
+            }
+            joined.extend_from_slice(d);
+        }
+    })?;
+    Ok(match drained {
+        Drained::Wait => Got::Wait,
+        Drained::Disconnect => Got::Disconnect,
+        Drained::Read { done } => {
+            let body = match first {
+                None => PyBytes::new(py, b"").unbind(),
+                Some(f) if joined.is_empty() => f,
+                Some(_) => PyBytes::new(py, &joined).unbind(),
+            };
+            Got::Body(body, !done)
+        }
+    })
 }
 
 pub(crate) fn body_message(py: Python<'_>, body: Py<PyBytes>, more: bool) -> PyResult<Bound<'_, PyAny>> {

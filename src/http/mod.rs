@@ -4,6 +4,7 @@
 //! connections of one worker share. The Python half is `ringloop.server`.
 
 pub mod asgi;
+pub mod body;
 pub mod conn;
 pub mod cycle;
 pub mod h1;

@@ -28,6 +28,8 @@ pub(crate) struct HeadCopy {
     pub(crate) forwarded_proto: Option<Vec<u8>>,
     /// The request has a body to read (Content-Length > 0 or chunked).
     pub(crate) has_body: bool,
+    /// Its Content-Length (`None` when chunked or absent).
+    pub(crate) body_len: Option<u64>,
 }
 
 macro_rules! cached_str {
@@ -151,6 +153,10 @@ impl HeadCopy {
             forwarded_for,
             forwarded_proto,
             has_body: head.framing() != Framing::None,
+            body_len: match head.framing() {
+                Framing::Length(n) => Some(n),
+                _ => None,
+            },
         }
     }
 
