@@ -35,6 +35,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<http::asgi::Send>()?;
     m.add_class::<http::cycle::Done>()?;
     m.add_class::<http::cycle::Ready>()?;
+    m.add_class::<http::host::Host>()?;
     m.add_class::<http::native::Request>()?;
     m.add_class::<http::native::Response>()?;
     m.add("ClientDisconnected", m.py().get_type::<http::cycle::ClientDisconnected>())?;

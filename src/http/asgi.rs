@@ -135,7 +135,7 @@ impl Send {
 
     /// The application returned `result`: a response it did not finish ends the cycle (500,
     /// or the connection closed), logged as uvicorn words it.
-    fn returned(&self, py: Python<'_>, result: &Bound<'_, PyAny>) -> PyResult<()> {
+    pub(crate) fn returned(&self, py: Python<'_>, result: &Bound<'_, PyAny>) -> PyResult<()> {
         let log = &self.conn.get().server.get().log_error;
         let state = {
             let mut st = self.conn.get().st.borrow_mut(py)?;

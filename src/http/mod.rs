@@ -8,6 +8,7 @@ pub mod body;
 pub mod conn;
 pub mod cycle;
 pub mod h1;
+pub mod host;
 pub mod native;
 pub mod request;
 pub mod server;

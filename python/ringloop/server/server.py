@@ -70,6 +70,10 @@ def _is_socket(path: str) -> bool:
     return stat.S_ISSOCK(os.stat(path).st_mode)
 
 
+# The name of the tasks application coroutines run in (src/http/host.rs, src/http/conn.rs).
+TASK_NAME = "ringloop.http"
+
+
 class Server:
     """One worker's server (see the module docs)."""
 
@@ -257,6 +261,7 @@ class Server:
                     break
                 await asyncio.sleep(0.05)
             self.state.abort_all()
+            await self._wait_for_requests(t0, deadline)
         if self._sweeper is not None:
             self._sweeper.cancel()
         for listener in self._listeners:
@@ -278,6 +283,25 @@ class Server:
                 logger.error("Application shutdown failed: %s", exc)
             else:
                 logger.info("Application shutdown complete.")
+
+    async def _wait_for_requests(self, t0: float, deadline: float | None) -> None:
+        """Application coroutines still running past their response (background work, as
+        Starlette's BackgroundTasks): waited for, as uvicorn does, within the graceful timeout,
+        then cancelled."""
+        await asyncio.sleep(0)  # the tasks of connections just closed end here
+        me = asyncio.current_task()
+        pending = {t for t in asyncio.all_tasks() if t is not me and t.get_name() == TASK_NAME}
+        if not pending:
+            return
+        logger.info("Waiting for background tasks to complete. (CTRL+C to force quit)")
+        while pending and not self.force_exit:
+            if deadline is not None and time.monotonic() - t0 >= deadline:
+                break
+            _, pending = await asyncio.wait(pending, timeout=0.05)
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending, timeout=1)
 
     def _install_signals(self, loop) -> None:
         for sig in (signal.SIGINT, signal.SIGTERM):

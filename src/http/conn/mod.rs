@@ -4,9 +4,9 @@
 //! The data path: the stream transport hands received bytes straight to `feed` (a
 //! `NativeProtocol`: no Python call, no `bytes` for the head); `process` polls `h1` and, for
 //! each request head, builds the request natively (`asgi::Request`) and starts the
-//! application — an ASGI app's coroutine in a task whose first step runs at once, inside this
-//! call, as 3.12's eager tasks do, so a response that needs no I/O is written before `process`
-//! returns. Responses are appended to `out` and leave with one write: at the end of `process`,
+//! application — an ASGI app's coroutine in the connection's host task (`host.rs`), its first
+//! step taken at once, inside this call, so a response that needs no I/O is written before
+//! `process` returns. Responses are appended to `out` and leave with one write: at the end of `process`,
 //! or at the end of the loop iteration (`FlushAtEnd`) for responses finished by a task later.
 //! Over TLS (stdlib `sslproto`) the same object is a plain asyncio protocol: `data_received`
 //! feeds it and its writes go through the TLS transport.
@@ -22,6 +22,9 @@
 //! - the request body is read from `h1` only when the application asks (`receive`): unread
 //!   body stays in `h1`'s buffer, and reading the socket pauses when it is full.
 
+mod lifecycle;
+mod output;
+
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use pyo3::prelude::*;
@@ -30,6 +33,7 @@ use pyo3::{intern, PyTraverseError, PyVisit};
 
 use super::asgi;
 use super::body::Collected;
+use super::host::Host;
 use super::native;
 use super::cycle::{self, Cycle};
 use super::request::{self, HeadCopy};
@@ -65,6 +69,8 @@ pub(crate) struct ConnState {
     /// The transport asked us to stop writing (its buffer is above the high-water mark).
     write_paused: bool,
     drain_waiters: Vec<Py<PyAny>>,
+    /// The connection's host task's coroutine (`host.rs`), made with its first request.
+    host: Option<Py<Host>>,
     pub(crate) lost: bool,
     /// Close once `out` is written.
     close_after: bool,
@@ -212,10 +218,7 @@ impl HttpConn {
                 match server.app.bind(py).call1((scope, receive, send.bind(py))) {
                     // The app's own coroutine is the task's (no wrapper frame): how it ended is
                     // read off the task (`asgi::watch`).
-                    Ok(coro) => {
-                        let task = Self::spawn(slf, &coro)?;
-                        asgi::watch(send.bind(py), &task)?;
-                    }
+                    Ok(coro) => Self::spawn(slf, &coro, Some(send.bind(py)))?,
                     Err(e) => send.get().failed(py, e.value(py))?,
                 }
             }
@@ -240,15 +243,41 @@ impl HttpConn {
                     submit.bind(py).call1((server.app.bind(py), request, receive, send))?;
                 } else {
                     let coro = server.runner.bind(py).call_method1(intern!(py, "run_async"), (server.app.bind(py), request, receive, send))?;
-                    Self::spawn(slf, &coro)?;
+                    Self::spawn(slf, &coro, None)?;
                 }
             }
         }
         Ok(this.st.borrow(py)?.cycle.is_none())
     }
 
-    /// Run `coro` as a task whose first step runs now (see the module docs).
-    pub(crate) fn spawn<'py>(slf: &Bound<'py, Self>, coro: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    /// Run `coro` for the current request in the connection's host task (`host.rs`), or,
+    /// while a coroutine of an earlier request still runs there, in a task of its own whose
+    /// first step runs now. `send`: told how it ended (ASGI).
+    pub(crate) fn spawn(slf: &Bound<'_, Self>, coro: &Bound<'_, PyAny>, send: Option<&Bound<'_, asgi::Send>>) -> PyResult<()> {
+        let py = slf.py();
+        let this = slf.get();
+        let existing = this.st.borrow(py)?.host.as_ref().map(|h| h.clone_ref(py));
+        let host = match existing {
+            Some(h) => h,
+            None => {
+                // Made outside the state's borrow: allocating a GC object may run finalizers.
+                let h = Py::new(py, Host::new())?;
+                this.st.borrow_mut(py)?.host = Some(h.clone_ref(py));
+                h
+            }
+        };
+        if !host.get().busy(py)? {
+            return Host::run_first_step(host.bind(py), this.loop_(py), coro, send.map(|s| s.clone().unbind()));
+        }
+        let task = Self::spawn_task(slf, coro)?;
+        if let Some(s) = send {
+            asgi::watch(s, &task)?;
+        }
+        Ok(())
+    }
+
+    /// Run `coro` as a task of its own whose first step runs now.
+    fn spawn_task<'py>(slf: &Bound<'py, Self>, coro: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
         static EAGER: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
         let py = slf.py();
         let loop_ = slf.get().loop_(py);
@@ -379,169 +408,6 @@ impl HttpConn {
         LoopCore::call_soon_impl(loop_, &cb, crate::eventloop::handle::Args::None, None).map(|_| ())
     }
 
-    /// Write `out` at the end of this loop iteration (responses finished by tasks).
-    pub(crate) fn queue_flush(slf: &Bound<'_, Self>) -> PyResult<()> {
-        let py = slf.py();
-        {
-            let mut st = slf.get().st.borrow_mut(py)?;
-            if st.flush_queued || st.in_process || (st.out.is_empty() && !st.close_after) {
-                return Ok(());
-            }
-            st.flush_queued = true;
-        }
-        LoopCore::queue_flush(slf.get().loop_(py).cast::<LoopCore>()?, slf.clone().unbind())
-    }
-
-    /// Write `out` now; then close if that was asked.
-    pub(crate) fn flush(slf: &Bound<'_, Self>) -> PyResult<()> {
-        let py = slf.py();
-        let this = slf.get();
-        let (mut out, io, transport, close) = {
-            let mut st = this.st.borrow_mut(py)?;
-            st.flush_queued = false;
-            if st.lost {
-                st.out.clear();
-                return Ok(());
-            }
-            (std::mem::take(&mut st.out), st.io.as_ref().map(|i| i.clone_ref(py)), st.transport.as_ref().map(|t| t.clone_ref(py)), st.close_after)
-        };
-        if !out.is_empty() {
-            match (&io, &transport) {
-                (Some(io), _) => StreamIO::write_slice(io.bind(py), &out)?,
-                (None, Some(t)) => {
-                    t.call_method1(py, intern!(py, "write"), (PyBytes::new(py, &out),))?;
-                }
-                (None, None) => {}
-            }
-            out.clear();
-        }
-        {
-            // Keep the vector's capacity for the next response.
-            let mut st = this.st.borrow_mut(py)?;
-            if st.out.is_empty() {
-                st.out = out;
-            }
-        }
-        if close {
-            if let Some(t) = transport {
-                t.call_method0(py, intern!(py, "close"))?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Write a body the application owns: framed by `h1`, sent from its own `bytes` after what
-    /// `out` holds.
-    pub(crate) fn write_large_body(slf: &Bound<'_, Self>, body: &Bound<'_, PyBytes>, after: &[u8]) -> PyResult<()> {
-        let py = slf.py();
-        Self::flush(slf)?;
-        let (io, transport) = {
-            let st = slf.get().st.borrow(py)?;
-            (st.io.as_ref().map(|i| i.clone_ref(py)), st.transport.as_ref().map(|t| t.clone_ref(py)))
-        };
-        match (io, transport) {
-            (Some(io), _) => StreamIO::write_bytes(io.bind(py), body)?,
-            (None, Some(t)) => {
-                t.call_method1(py, intern!(py, "write"), (body,))?;
-            }
-            (None, None) => {}
-        }
-        slf.get().st.borrow_mut(py)?.out.extend_from_slice(after);
-        Ok(())
-    }
-
-    /// Close once everything written so far is out (asyncio's `close` flushes first).
-    pub(crate) fn close_when_flushed(slf: &Bound<'_, Self>) -> PyResult<()> {
-        let py = slf.py();
-        let in_process = {
-            let mut st = slf.get().st.borrow_mut(py)?;
-            st.close_after = true;
-            st.in_process
-        };
-        if in_process {
-            return Ok(()); // `run` flushes, and closes, when it returns
-        }
-        Self::queue_flush(slf)
-    }
-
-    /// Whether a `send` should wait for the transport's buffer to drain.
-    pub(crate) fn write_blocked(&self, py: Python<'_>) -> PyResult<bool> {
-        Ok(self.st.borrow(py)?.write_paused)
-    }
-
-    /// A future resolved once the transport's buffer drained below its low-water mark.
-    pub(crate) fn drained(slf: &Bound<'_, Self>) -> PyResult<Py<PyAny>> {
-        let py = slf.py();
-        let fut = slf.get().loop_(py).call_method0(intern!(py, "create_future"))?.unbind();
-        slf.get().st.borrow_mut(py)?.drain_waiters.push(fut.clone_ref(py));
-        Ok(fut)
-    }
-
-    /// Close a connection whose phase outlived its timeout (`ServerState::sweep`).
-    pub(crate) fn check_timeout(slf: &Bound<'_, Self>, now: u64) -> PyResult<()> {
-        let py = slf.py();
-        let this = slf.get();
-        let t = &this.server.get().timeouts;
-        let verdict = {
-            let st = this.st.borrow(py)?;
-            if st.lost || st.close_after {
-                None
-            } else {
-                match st.h1.phase() {
-                    Phase::Idle if st.cycle.is_none() && t.keep_alive > 0 && now.saturating_sub(st.since) > t.keep_alive => Some(None),
-                    Phase::Head if st.cycle.is_none() && t.head > 0 && now.saturating_sub(st.head_since) > t.head => Some(Some("head-timeout")),
-                    Phase::Body
-                        if t.body > 0 && st.cycle.as_ref().is_some_and(|c| c.receive_waiter.is_some()) && now.saturating_sub(st.since) > t.body =>
-                    {
-                        Some(Some("body-timeout"))
-                    }
-                    _ => None,
-                }
-            }
-        };
-        match verdict {
-            None => Ok(()),
-            Some(None) => {
-                Self::close_when_flushed(slf)?;
-                Self::flush(slf)
-            }
-            Some(Some(rule)) => {
-                Self::reject(slf, 408, rule)?;
-                Self::flush(slf)
-            }
-        }
-    }
-
-    /// Graceful shutdown: idle connections close now; busy ones after their response.
-    pub(crate) fn begin_shutdown(slf: &Bound<'_, Self>) -> PyResult<()> {
-        let py = slf.py();
-        let idle = {
-            let mut st = slf.get().st.borrow_mut(py)?;
-            st.h1.set_close();
-            // A request that already reached us (in `h1`, or still in the socket) is served,
-            // with `connection: close`, rather than dropped: its client could not tell a close
-            // here from a lost request. A stalled one meets its head timeout or the abort at
-            // the end of the graceful period.
-            let fd = st.io.as_ref().map(|io| io.get().fd());
-            let pending = st.h1.buffered() > 0 || fd.is_some_and(|fd| crate::reactor::sys::bytes_waiting(fd) > 0);
-            st.cycle.is_none() && !pending
-        };
-        if idle {
-            Self::close_when_flushed(slf)?;
-            Self::flush(slf)?;
-        }
-        Ok(())
-    }
-
-    pub(crate) fn abort(slf: &Bound<'_, Self>) -> PyResult<()> {
-        let py = slf.py();
-        let t = slf.get().st.borrow(py)?.transport.as_ref().map(|t| t.clone_ref(py));
-        if let Some(t) = t {
-            t.call_method0(py, intern!(py, "abort"))?;
-        }
-        Ok(())
-    }
-
     /// The stamp (`date`, `server`) for a response written now, given to `f` with the state.
     pub(crate) fn with_stamp<R>(&self, py: Python<'_>, f: impl FnOnce(&mut ConnState, &Stamp<'_>) -> R) -> PyResult<R> {
         let server = self.server.get();
@@ -618,6 +484,7 @@ impl HttpConn {
                 read_paused: false,
                 write_paused: false,
                 drain_waiters: Vec::new(),
+                host: None,
                 lost: false,
                 close_after: false,
                 since: now,
@@ -702,6 +569,10 @@ impl HttpConn {
             this.server.get().in_flight.fetch_sub(1, Ordering::Relaxed);
             cycle::cycle_over(py, c)?;
         }
+        let host = this.st.borrow_mut(py)?.host.take();
+        if let Some(h) = host {
+            h.get().connection_closed(py)?;
+        }
         Ok(())
     }
 
@@ -741,6 +612,7 @@ impl HttpConn {
         visit.call(&st.transport)?;
         visit.call(&st.client)?;
         visit.call(&st.local)?;
+        visit.call(&st.host)?;
         for w in &st.drain_waiters {
             visit.call(w)?;
         }

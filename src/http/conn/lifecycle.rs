@@ -1,0 +1,75 @@
+//! A connection's life outside its requests: the timeouts the server's sweep checks (idle
+//! keep-alive, a slow request head, a stalled body), the graceful shutdown, and the abort.
+
+use pyo3::intern;
+use pyo3::prelude::*;
+
+use super::HttpConn;
+use crate::http::h1::Phase;
+
+impl HttpConn {
+    /// Close a connection whose phase outlived its timeout (`ServerState::sweep`).
+    pub(crate) fn check_timeout(slf: &Bound<'_, Self>, now: u64) -> PyResult<()> {
+        let py = slf.py();
+        let this = slf.get();
+        let t = &this.server.get().timeouts;
+        let verdict = {
+            let st = this.st.borrow(py)?;
+            if st.lost || st.close_after {
+                None
+            } else {
+                match st.h1.phase() {
+                    Phase::Idle if st.cycle.is_none() && t.keep_alive > 0 && now.saturating_sub(st.since) > t.keep_alive => Some(None),
+                    Phase::Head if st.cycle.is_none() && t.head > 0 && now.saturating_sub(st.head_since) > t.head => Some(Some("head-timeout")),
+                    Phase::Body
+                        if t.body > 0 && st.cycle.as_ref().is_some_and(|c| c.receive_waiter.is_some()) && now.saturating_sub(st.since) > t.body =>
+                    {
+                        Some(Some("body-timeout"))
+                    }
+                    _ => None,
+                }
+            }
+        };
+        match verdict {
+            None => Ok(()),
+            Some(None) => {
+                Self::close_when_flushed(slf)?;
+                Self::flush(slf)
+            }
+            Some(Some(rule)) => {
+                Self::reject(slf, 408, rule)?;
+                Self::flush(slf)
+            }
+        }
+    }
+
+    /// Graceful shutdown: idle connections close now; busy ones after their response.
+    pub(crate) fn begin_shutdown(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let py = slf.py();
+        let idle = {
+            let mut st = slf.get().st.borrow_mut(py)?;
+            st.h1.set_close();
+            // A request that already reached us (in `h1`, or still in the socket) is served,
+            // with `connection: close`, rather than dropped: its client could not tell a close
+            // here from a lost request. A stalled one meets its head timeout or the abort at
+            // the end of the graceful period.
+            let fd = st.io.as_ref().map(|io| io.get().fd());
+            let pending = st.h1.buffered() > 0 || fd.is_some_and(|fd| crate::reactor::sys::bytes_waiting(fd) > 0);
+            st.cycle.is_none() && !pending
+        };
+        if idle {
+            Self::close_when_flushed(slf)?;
+            Self::flush(slf)?;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn abort(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let py = slf.py();
+        let t = slf.get().st.borrow(py)?.transport.as_ref().map(|t| t.clone_ref(py));
+        if let Some(t) = t {
+            t.call_method0(py, intern!(py, "abort"))?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,112 @@
+//! The way out of a connection: response bytes gathered in `out` and written with one send
+//! (at the end of `process`, or at the end of the loop iteration for responses a task
+//! finished), large bodies written from the application's own `bytes`, and the write side's
+//! back-pressure (`write_blocked`, `drained`).
+
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+
+use super::HttpConn;
+use crate::eventloop::core::LoopCore;
+use crate::transport::stream::StreamIO;
+
+impl HttpConn {
+    /// Write `out` at the end of this loop iteration (responses finished by tasks).
+    pub(crate) fn queue_flush(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let py = slf.py();
+        {
+            let mut st = slf.get().st.borrow_mut(py)?;
+            if st.flush_queued || st.in_process || (st.out.is_empty() && !st.close_after) {
+                return Ok(());
+            }
+            st.flush_queued = true;
+        }
+        LoopCore::queue_flush(slf.get().loop_(py).cast::<LoopCore>()?, slf.clone().unbind())
+    }
+
+    /// Write `out` now; then close if that was asked.
+    pub(crate) fn flush(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let py = slf.py();
+        let this = slf.get();
+        let (mut out, io, transport, close) = {
+            let mut st = this.st.borrow_mut(py)?;
+            st.flush_queued = false;
+            if st.lost {
+                st.out.clear();
+                return Ok(());
+            }
+            (std::mem::take(&mut st.out), st.io.as_ref().map(|i| i.clone_ref(py)), st.transport.as_ref().map(|t| t.clone_ref(py)), st.close_after)
+        };
+        if !out.is_empty() {
+            match (&io, &transport) {
+                (Some(io), _) => StreamIO::write_slice(io.bind(py), &out)?,
+                (None, Some(t)) => {
+                    t.call_method1(py, intern!(py, "write"), (PyBytes::new(py, &out),))?;
+                }
+                (None, None) => {}
+            }
+            out.clear();
+        }
+        {
+            // Keep the vector's capacity for the next response.
+            let mut st = this.st.borrow_mut(py)?;
+            if st.out.is_empty() {
+                st.out = out;
+            }
+        }
+        if close {
+            if let Some(t) = transport {
+                t.call_method0(py, intern!(py, "close"))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Write a body the application owns: framed by `h1`, sent from its own `bytes` after what
+    /// `out` holds.
+    pub(crate) fn write_large_body(slf: &Bound<'_, Self>, body: &Bound<'_, PyBytes>, after: &[u8]) -> PyResult<()> {
+        let py = slf.py();
+        Self::flush(slf)?;
+        let (io, transport) = {
+            let st = slf.get().st.borrow(py)?;
+            (st.io.as_ref().map(|i| i.clone_ref(py)), st.transport.as_ref().map(|t| t.clone_ref(py)))
+        };
+        match (io, transport) {
+            (Some(io), _) => StreamIO::write_bytes(io.bind(py), body)?,
+            (None, Some(t)) => {
+                t.call_method1(py, intern!(py, "write"), (body,))?;
+            }
+            (None, None) => {}
+        }
+        slf.get().st.borrow_mut(py)?.out.extend_from_slice(after);
+        Ok(())
+    }
+
+    /// Close once everything written so far is out (asyncio's `close` flushes first).
+    pub(crate) fn close_when_flushed(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let py = slf.py();
+        let in_process = {
+            let mut st = slf.get().st.borrow_mut(py)?;
+            st.close_after = true;
+            st.in_process
+        };
+        if in_process {
+            return Ok(()); // `run` flushes, and closes, when it returns
+        }
+        Self::queue_flush(slf)
+    }
+
+    /// Whether a `send` should wait for the transport's buffer to drain.
+    pub(crate) fn write_blocked(&self, py: Python<'_>) -> PyResult<bool> {
+        Ok(self.st.borrow(py)?.write_paused)
+    }
+
+    /// A future resolved once the transport's buffer drained below its low-water mark.
+    pub(crate) fn drained(slf: &Bound<'_, Self>) -> PyResult<Py<PyAny>> {
+        let py = slf.py();
+        let fut = slf.get().loop_(py).call_method0(intern!(py, "create_future"))?.unbind();
+        slf.get().st.borrow_mut(py)?.drain_waiters.push(fut.clone_ref(py));
+        Ok(fut)
+    }
+}
