@@ -24,6 +24,7 @@ import asyncio
 import queue
 import sys
 import threading
+from collections import deque
 from typing import Any
 from urllib.parse import unquote_to_bytes
 
@@ -45,46 +46,101 @@ class FileWrapper:
 
 
 class _Input:
-    """`wsgi.input`: the request body, pulled from the loop as the application reads."""
+    """`wsgi.input`: the request body, pulled from the loop as the application reads.
+
+    The pieces `receive` gave are kept as they are and cut only when read: a read that matches
+    a piece returns it as is, any other copies its bytes once.
+    """
 
     def __init__(self, bridge: WSGIBridge, receive, has_body: bool) -> None:
         self._bridge = bridge
         self._receive = receive
-        self._buf = bytearray()
+        self._parts: deque[bytes] = deque()
+        self._head = 0  # bytes of _parts[0] already read
+        self._size = 0  # bytes buffered and not read
         self._done = not has_body
 
-    def _more(self) -> bool:
+    def _more(self, want: int = 1) -> bool:
+        """Pull at least `want` more bytes (fewer at the end of the body): one trip to the loop
+        and back however many pieces that takes there, since the trip, not the copy, is what
+        costs (a thread handoff each way)."""
         if self._done:
             return False
-        message = self._bridge.call(_receive_message, self._receive)
-        if message["type"] == "http.disconnect":
+        parts, more = self._bridge.call(_receive_some, self._receive, want)
+        for part in parts:
+            self._parts.append(part)
+            self._size += len(part)
+        if not more:
             self._done = True
-            return False
-        self._buf += message.get("body", b"")
-        if not message.get("more_body"):
-            self._done = True
-        return True
+        return bool(parts) or more
+
+    def _take(self, n: int) -> bytes:
+        """The next `n` buffered bytes (`n` <= what is buffered)."""
+        if n <= 0:
+            return b""
+        first = self._parts[0]
+        head = self._head
+        if head == 0 and n == len(first):
+            self._parts.popleft()
+            self._size -= n
+            return first
+        if head + n <= len(first):
+            out = first[head : head + n]
+            self._advance(n)
+            return out
+        pieces = []
+        left = n
+        for part in self._parts:
+            view = memoryview(part)[head:]
+            head = 0
+            pieces.append(view[:left])
+            left -= len(pieces[-1])
+            if not left:
+                break
+        out = b"".join(pieces)
+        self._advance(n)
+        return out
+
+    def _advance(self, n: int) -> None:
+        self._size -= n
+        while n:
+            first = self._parts[0]
+            rest = len(first) - self._head
+            if n < rest:
+                self._head += n
+                return
+            n -= rest
+            self._parts.popleft()
+            self._head = 0
 
     def read(self, size: int = -1) -> bytes:
         if size is None or size < 0:
-            while self._more():
+            while self._more(1 << 62):
                 pass
-            out = bytes(self._buf)
-            self._buf.clear()
-            return out
-        while len(self._buf) < size and self._more():
+            return self._take(self._size)
+        while self._size < size and self._more(size - self._size):
             pass
-        out = bytes(self._buf[:size])
-        del self._buf[:size]
-        return out
+        return self._take(min(size, self._size))
+
+    def _newline(self) -> int:
+        """Bytes up to and including the first buffered newline, or -1."""
+        offset = 0
+        head = self._head
+        for part in self._parts:
+            i = part.find(b"\n", head)
+            if i >= 0:
+                return offset + i - head + 1
+            offset += len(part) - head
+            head = 0
+        return -1
 
     def readline(self, size: int = -1) -> bytes:
         while True:
-            i = self._buf.find(b"\n")
-            if i >= 0 and (size < 0 or i < size):
-                return self.read(i + 1)
-            if 0 <= size <= len(self._buf) or not self._more():
-                return self.read(size if size >= 0 else len(self._buf))
+            n = self._newline()
+            if n >= 0 and (size < 0 or n <= size):
+                return self._take(n)
+            if 0 <= size <= self._size or not self._more():
+                return self._take(self._size if size < 0 else min(size, self._size))
 
     def readlines(self, hint: int = -1) -> list[bytes]:
         lines = []
@@ -101,8 +157,21 @@ class _Input:
             yield line
 
 
-async def _receive_message(receive):
-    return await receive()
+async def _receive_some(receive, want: int) -> tuple[list[bytes], bool]:
+    """Body pieces until `want` bytes or the end: (pieces, whether more may come)."""
+    parts: list[bytes] = []
+    size = 0
+    while size < want:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return parts, False
+        body = message.get("body", b"")
+        if body:
+            parts.append(body)
+            size += len(body)
+        if not message.get("more_body"):
+            return parts, False
+    return parts, True
 
 
 def _environ(request, input_stream, url_scheme: str, multiprocess: bool) -> dict[str, Any]:
