@@ -148,7 +148,7 @@ class _Input:
         while line := self.readline():
             lines.append(line)
             total += len(line)
-            if 0 <= hint <= total:
+            if 0 < hint <= total:  # as io's readlines: hint <= 0 means no limit
                 break
         return lines
 
