@@ -12,6 +12,6 @@ responses under the same names where its interface allows:
 
 Every response carries a Content-Length, so no server falls back to chunked encoding and
 all of them send the same bytes. Modules that start their own server (``app_aiohttp``,
-``app_socketify``, ``app_cymongoose``, ``app_ringloop``) are run as scripts; each one's
+``app_socketify``, ``app_cymongoose``) are run as scripts; each one's
 docstring gives its arguments (``http_peers.py`` builds the command lines).
 """
