@@ -12,3 +12,4 @@ pub mod host;
 pub mod native;
 pub mod request;
 pub mod server;
+pub mod wsgi;

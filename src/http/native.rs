@@ -23,22 +23,24 @@ use crate::eventloop::gil_cell::GilCell;
 /// A request as a native handler (or the WSGI bridge) sees it.
 #[pyclass(module = "ringloop._core", frozen)]
 pub struct Request {
-    method: Py<PyString>,
-    path: Py<PyString>,
-    raw_path: Py<PyBytes>,
-    query: Py<PyBytes>,
-    version: Py<PyString>,
-    fields: Vec<(Py<PyBytes>, Py<PyBytes>)>,
+    pub(super) method: Py<PyString>,
+    pub(super) path: Py<PyString>,
+    pub(super) raw_path: Py<PyBytes>,
+    pub(super) query: Py<PyBytes>,
+    pub(super) version: Py<PyString>,
+    pub(super) fields: Vec<(Py<PyBytes>, Py<PyBytes>)>,
     /// `headers`, made on first use.
-    headers: GilCell<Option<Py<PyList>>>,
-    client: Py<PyAny>,
-    server: Py<PyAny>,
-    scheme: Py<PyString>,
-    root_path: Py<PyString>,
+    pub(super) headers: GilCell<Option<Py<PyList>>>,
+    pub(super) client: Py<PyAny>,
+    pub(super) server: Py<PyAny>,
+    pub(super) scheme: Py<PyString>,
+    pub(super) root_path: Py<PyString>,
     /// The whole body, for synchronous handlers (`None` until read, and for async handlers).
-    body: GilCell<Option<Py<PyBytes>>>,
+    pub(super) body: GilCell<Option<Py<PyBytes>>>,
     /// For `await request.read()` (async handlers, WSGI).
-    receive: Option<Py<Receive>>,
+    pub(super) receive: Option<Py<Receive>>,
+    /// The request has a body (Content-Length > 0 or chunked).
+    pub(super) has_body: bool,
 }
 
 /// A native handler's answer: `Response(status=200, headers=None, body=b"")`. `headers` is a
@@ -101,6 +103,7 @@ impl Request {
             root_path: server.root_path.clone_ref(py),
             body: GilCell::new(None),
             receive,
+            has_body: head.has_body,
         })
     }
 
@@ -205,6 +208,12 @@ impl Request {
     #[getter]
     fn _receive(&self, py: Python<'_>) -> Option<Py<Receive>> {
         self.receive.as_ref().map(|r| r.clone_ref(py))
+    }
+
+    /// Whether the request has a body to read (Content-Length > 0 or chunked).
+    #[getter]
+    fn _has_body(&self) -> bool {
+        self.has_body
     }
 
     fn __repr__(&self, py: Python<'_>) -> String {

@@ -26,7 +26,6 @@ import sys
 import threading
 from collections import deque
 from typing import Any
-from urllib.parse import unquote_to_bytes
 
 _STOP = object()
 
@@ -157,6 +156,25 @@ class _Input:
             yield line
 
 
+class _NoBody:
+    """`wsgi.input` of a request without a body: always at its end, so one serves them all."""
+
+    def read(self, size: int = -1) -> bytes:
+        return b""
+
+    def readline(self, size: int = -1) -> bytes:
+        return b""
+
+    def readlines(self, hint: int = -1) -> list[bytes]:
+        return []
+
+    def __iter__(self):
+        return iter(())
+
+
+_NO_BODY = _NoBody()
+
+
 async def _receive_some(receive, want: int) -> tuple[list[bytes], bool]:
     """Body pieces until `want` bytes or the end: (pieces, whether more may come)."""
     parts: list[bytes] = []
@@ -174,24 +192,11 @@ async def _receive_some(receive, want: int) -> tuple[list[bytes], bool]:
     return parts, True
 
 
-def _environ(request, input_stream, url_scheme: str, multiprocess: bool) -> dict[str, Any]:
-    """PEP 3333's environ for `request` (strings are latin-1 "bytes as str")."""
-    root = request.root_path
-    raw = unquote_to_bytes(request.raw_path).decode("latin-1")
-    path = raw[len(root) :] if root and raw.startswith(root) else raw
-    server = request.server or ("", 0)
-    client = request.client
-    env: dict[str, Any] = {
-        "REQUEST_METHOD": request.method,
-        "SCRIPT_NAME": root,
-        "PATH_INFO": path,
-        "QUERY_STRING": request.query_string.decode("latin-1"),
-        "SERVER_NAME": str(server[0]),
-        "SERVER_PORT": str(server[1]),
-        "SERVER_PROTOCOL": f"HTTP/{request.http_version}",
+def _environ_template(multiprocess: bool) -> dict[str, Any]:
+    """The environ keys every request shares; the rest are the request's own
+    (`Request._wsgi_environ`, in src/http/wsgi.rs: strings are latin-1 "bytes as str")."""
+    return {
         "wsgi.version": (1, 0),
-        "wsgi.url_scheme": url_scheme,
-        "wsgi.input": input_stream,
         "wsgi.errors": sys.stderr,
         "wsgi.multithread": True,
         "wsgi.multiprocess": multiprocess,
@@ -199,22 +204,6 @@ def _environ(request, input_stream, url_scheme: str, multiprocess: bool) -> dict
         "wsgi.input_terminated": True,
         "wsgi.file_wrapper": FileWrapper,
     }
-    if client:
-        env["REMOTE_ADDR"] = client[0]
-        env["REMOTE_PORT"] = str(client[1])
-    for name, value in request.headers:
-        key = name.decode("latin-1").upper().replace("-", "_")
-        text = value.decode("latin-1")
-        if key == "CONTENT_TYPE" or key == "CONTENT_LENGTH":
-            env[key] = text
-            continue
-        key = "HTTP_" + key
-        if key in env:
-            sep = "; " if key == "HTTP_COOKIE" else ","
-            env[key] = env[key] + sep + text
-        else:
-            env[key] = text
-    return env
 
 
 class _Response:
@@ -236,18 +225,21 @@ class _Response:
                 exc_info = None
         elif self.status is not None:
             raise RuntimeError("start_response() called twice without exc_info")
-        try:
-            self.status = int(status.split(" ", 1)[0])
-        except ValueError:
-            raise ValueError(f"invalid WSGI status {status!r}") from None
-        self.headers = [(n.encode("latin-1"), v.encode("latin-1")) for n, v in headers]
+        code = status[:3]
+        if not (code.isdigit() and (len(status) == 3 or status[3] == " ")):
+            raise ValueError(f"invalid WSGI status {status!r}")
+        self.status = int(code)
+        # Kept as given: made latin-1 bytes natively when the head is written (an invalid one
+        # then fails the response with a 500).
+        self.headers = headers
         return self.write
 
     def _head(self) -> dict:
         if self.status is None:
             raise RuntimeError("the WSGI application did not call start_response()")
         self.head_sent = True
-        return {"type": "http.response.start", "status": self.status, "headers": self.headers}
+        headers = self.send._wsgi_headers(self.headers)
+        return {"type": "http.response.start", "status": self.status, "headers": headers}
 
     def write(self, data: bytes) -> None:
         """PEP 3333's `write()` callable, and each chunk of an iterated body."""
@@ -258,9 +250,17 @@ class _Response:
         self.bridge.call(_send_all, self.send, messages)
 
     def finish(self, last: bytes = b"") -> None:
-        messages = [] if self.head_sent else [self._head()]
-        messages.append({"type": "http.response.body", "body": last, "more_body": False})
         # The last message needs no answer: the worker moves on to the next request.
+        if not self.head_sent:
+            if self.status is None:
+                raise RuntimeError("the WSGI application did not call start_response()")
+            self.head_sent = True
+            # The whole response in one native call on the loop (src/http/wsgi.rs).
+            self.bridge.loop.call_soon_threadsafe(
+                self.send._wsgi_respond, self.status, self.headers, last
+            )
+            return
+        messages = [{"type": "http.response.body", "body": last, "more_body": False}]
         self.bridge.loop.call_soon_threadsafe(_send_now, self.send, messages)
 
 
@@ -286,6 +286,7 @@ class WSGIBridge:
     ) -> None:
         self.loop = loop
         self.multiprocess = multiprocess
+        self._template = _environ_template(multiprocess)
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self._threads = [
             threading.Thread(target=self._work, name=f"ringloop-wsgi-{i}", daemon=True)
@@ -318,11 +319,8 @@ class WSGIBridge:
             self._run(*job)
 
     def _run(self, app, request, receive, send) -> None:
-        has_body = (
-            request.header("content-length") not in (None, b"0")
-            or request.header("transfer-encoding") is not None
-        )
-        env = _environ(request, _Input(self, receive, has_body), request.scheme, self.multiprocess)
+        stream = _Input(self, receive, True) if request._has_body else _NO_BODY
+        env = request._wsgi_environ(self._template, stream)
         response = _Response(self, send)
         result = None
         try:

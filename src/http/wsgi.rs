@@ -1,0 +1,201 @@
+//! The native half of the WSGI bridge (`ringloop.server.wsgi`): PEP 3333's environ built from a
+//! `Request`, and a whole response written in one call.
+//!
+//! Why native: built in Python, the environ of a small request cost more than the rest of the
+//! server's work for it (15 µs: a dict of twenty entries, a percent-decoded path, a string
+//! operation per header). Here it is a copy of a template dict (the keys every request shares)
+//! plus this request's keys, with latin-1 strings made straight from the bytes received.
+
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
+use pyo3::intern;
+
+use super::asgi::Send;
+use super::cycle;
+use super::native::Request;
+
+/// `bytes` as PEP 3333's "bytes as str": each byte one code point (latin-1).
+fn latin1<'py>(py: Python<'py>, b: &[u8]) -> Bound<'py, PyString> {
+    match std::str::from_utf8(b) {
+        Ok(s) if b.is_ascii() => PyString::new(py, s),
+        _ => PyString::new(py, &b.iter().map(|&c| c as char).collect::<String>()),
+    }
+}
+
+/// `%XX` decoded (a `%` not followed by two hex digits stays as is), as
+/// `urllib.parse.unquote_to_bytes`.
+fn percent_decode(raw: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    if !raw.contains(&b'%') {
+        return std::borrow::Cow::Borrowed(raw);
+    }
+    let hex = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
+    let mut out = Vec::with_capacity(raw.len());
+    let mut i = 0;
+    while i < raw.len() {
+        if raw[i] == b'%' && i + 2 < raw.len() {
+            if let (Some(h), Some(l)) = (hex(raw[i + 1]), hex(raw[i + 2])) {
+                out.push(h << 4 | l);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(raw[i]);
+        i += 1;
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// The environ key of a request header: `CONTENT_TYPE`, `CONTENT_LENGTH`, or `HTTP_` and the
+/// name upper-cased with `-` as `_`.
+fn environ_key(name: &[u8]) -> String {
+    match name {
+        b"content-type" => "CONTENT_TYPE".to_owned(),
+        b"content-length" => "CONTENT_LENGTH".to_owned(),
+        _ => {
+            let mut k = String::with_capacity(5 + name.len());
+            k.push_str("HTTP_");
+            k.extend(name.iter().map(|&c| if c == b'-' { '_' } else { c.to_ascii_uppercase() as char }));
+            k
+        }
+    }
+}
+
+/// `(host, port)` as the environ's two strings; a Unix socket's path (or nothing) as `("", "")`.
+fn address_strings<'py>(addr: &Bound<'py, PyAny>) -> PyResult<Option<(Bound<'py, PyString>, Bound<'py, PyString>)>> {
+    let Ok(t) = addr.cast::<PyTuple>() else { return Ok(None) };
+    if t.len() < 2 {
+        return Ok(None);
+    }
+    Ok(Some((t.get_item(0)?.str()?, t.get_item(1)?.str()?)))
+}
+
+#[pymethods]
+impl Request {
+    /// PEP 3333's environ for this request: a copy of `template` (the keys every request shares:
+    /// `wsgi.version`, `wsgi.errors`, …) with this request's keys and `wsgi.input` = `input`.
+    fn _wsgi_environ<'py>(&self, py: Python<'py>, template: &Bound<'py, PyDict>, input: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
+        let env = template.copy()?;
+        env.set_item(intern!(py, "REQUEST_METHOD"), self.method.bind(py))?;
+        let root = self.root_path.bind(py);
+        env.set_item(intern!(py, "SCRIPT_NAME"), root)?;
+        let raw = self.raw_path.bind(py).as_bytes();
+        let decoded = percent_decode(raw);
+        let root_s = root.to_str()?;
+        // The root path is matched on the decoded path as latin-1 text, as WSGI servers do.
+        let path = if !root_s.is_empty() && root_s.chars().all(|c| (c as u32) < 256) {
+            let root_bytes: Vec<u8> = root_s.chars().map(|c| c as u8).collect();
+            decoded.strip_prefix(root_bytes.as_slice()).unwrap_or(&decoded)
+        } else {
+            &decoded
+        };
+        env.set_item(intern!(py, "PATH_INFO"), latin1(py, path))?;
+        env.set_item(intern!(py, "QUERY_STRING"), latin1(py, self.query.bind(py).as_bytes()))?;
+        match address_strings(self.server.bind(py))? {
+            Some((host, port)) => {
+                env.set_item(intern!(py, "SERVER_NAME"), host)?;
+                env.set_item(intern!(py, "SERVER_PORT"), port)?;
+            }
+            None => {
+                env.set_item(intern!(py, "SERVER_NAME"), intern!(py, ""))?;
+                env.set_item(intern!(py, "SERVER_PORT"), intern!(py, ""))?;
+            }
+        }
+        let protocol = match self.version.bind(py).to_str()? {
+            "1.1" => intern!(py, "HTTP/1.1").clone(),
+            "1.0" => intern!(py, "HTTP/1.0").clone(),
+            v => PyString::new(py, &format!("HTTP/{v}")),
+        };
+        env.set_item(intern!(py, "SERVER_PROTOCOL"), protocol)?;
+        env.set_item(intern!(py, "wsgi.url_scheme"), self.scheme.bind(py))?;
+        env.set_item(intern!(py, "wsgi.input"), input)?;
+        if let Some((host, port)) = address_strings(self.client.bind(py))? {
+            env.set_item(intern!(py, "REMOTE_ADDR"), host)?;
+            env.set_item(intern!(py, "REMOTE_PORT"), port)?;
+        }
+        for (n, v) in &self.fields {
+            let name = n.bind(py).as_bytes();
+            let key = environ_key(name);
+            let value = latin1(py, v.bind(py).as_bytes());
+            let joined = match env.get_item(&key)? {
+                // Repeated fields joined as one (RFC 9110 5.3), cookies with "; " (RFC 6265).
+                Some(prev) if !name.starts_with(b"content-") => {
+                    let sep = if name == b"cookie" { "; " } else { "," };
+                    PyString::new(py, &format!("{}{}{}", prev.str()?.to_str()?, sep, value.to_str()?))
+                }
+                _ => value,
+            };
+            env.set_item(key, joined)?;
+        }
+        Ok(env)
+    }
+}
+
+/// A WSGI application's headers (`str` pairs, latin-1 by PEP 3333) as the `bytes` pairs the
+/// response is written from.
+fn latin1_headers<'py>(py: Python<'py>, headers: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyList>> {
+    let encode = |s: &Bound<'py, PyAny>, what: &str| -> PyResult<Bound<'py, PyBytes>> {
+        let s = s.cast::<PyString>().map_err(|_| PyTypeError::new_err(format!("WSGI header {what}s must be str, got {}", s.repr().map(|r| r.to_string()).unwrap_or_default())))?;
+        let text = s.to_str()?;
+        if text.is_ascii() {
+            return Ok(PyBytes::new(py, text.as_bytes()));
+        }
+        let bytes: Option<Vec<u8>> = text.chars().map(|c| u8::try_from(c as u32).ok()).collect();
+        bytes.map(|b| PyBytes::new(py, &b)).ok_or_else(|| PyValueError::new_err(format!("WSGI header {what} {text:?} is not latin-1")))
+    };
+    let out = PyList::empty(py);
+    for item in headers.try_iter()? {
+        let item = item?;
+        let pair = item.cast::<PyTuple>().map_err(|_| PyTypeError::new_err("WSGI headers are (name, value) tuples"))?;
+        if pair.len() != 2 {
+            return Err(PyValueError::new_err(format!("a WSGI header must be a (name, value) pair, got {}", item.repr()?)));
+        }
+        out.append(PyTuple::new(py, [encode(&pair.get_item(0)?, "name")?, encode(&pair.get_item(1)?, "value")?])?)?;
+    }
+    Ok(out)
+}
+
+#[pymethods]
+impl Send {
+    /// A WSGI response known whole (a body of at most one piece): its head and body written at
+    /// once, on the loop thread. A client that left meanwhile is not an error; invalid headers
+    /// fail the response as an exception of the application's would (500, logged).
+    fn _wsgi_respond(&self, py: Python<'_>, status: u16, headers: &Bound<'_, PyAny>, body: &Bound<'_, PyBytes>) -> PyResult<()> {
+        let conn = self.conn.bind(py);
+        let written = latin1_headers(py, headers)
+            .and_then(|h| cycle::record_start(conn, self.cycle, status, Some(h.into_any().unbind())))
+            .and_then(|()| cycle::write_body(conn, self.cycle, body, false));
+        match written {
+            Ok(()) => Ok(()),
+            Err(e) if e.is_instance_of::<cycle::ClientDisconnected>(py) => Ok(()),
+            Err(e) => self.failed(py, e.value(py)),
+        }
+    }
+
+    /// The latin-1 `bytes` pairs of a WSGI application's `str` headers (a streamed response's
+    /// head is sent as an ASGI message).
+    #[staticmethod]
+    fn _wsgi_headers<'py>(py: Python<'py>, headers: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyList>> {
+        latin1_headers(py, headers)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percent_decoding_as_unquote_to_bytes() {
+        assert_eq!(&*percent_decode(b"/a%20b"), b"/a b");
+        assert_eq!(&*percent_decode(b"/%e2%82%ac"), "/€".as_bytes());
+        assert_eq!(&*percent_decode(b"/100%"), b"/100%");
+        assert_eq!(&*percent_decode(b"/%zz%4"), b"/%zz%4");
+        assert_eq!(&*percent_decode(b"/%41%"), b"/A%");
+    }
+
+    #[test]
+    fn environ_keys() {
+        assert_eq!(environ_key(b"content-type"), "CONTENT_TYPE");
+        assert_eq!(environ_key(b"x-forwarded-for"), "HTTP_X_FORWARDED_FOR");
+    }
+}
