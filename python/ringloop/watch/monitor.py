@@ -34,7 +34,7 @@ from .block import (
 from .slice_io import MAX_IO_EVENTS, record_io
 from .slices import HIST_FLOOR_NS
 from .stacks import blamed_frame, format_location, summaries
-from .watchdog import get_watchdog
+from .watchdog import get_watchdog, read_busy_ns
 
 logger = logging.getLogger("ringloop.watch")
 
@@ -130,9 +130,9 @@ class LoopMonitor:
         """Called on the loop thread right after a slice that was long or did audited I/O.
 
         ``seq`` names the slice when it is not the latest one (native strict-mode flush)."""
-        # The loop thread's CPU clock, read before reporting work (reading source files,
-        # formatting stacks) adds CPU time that is not the slice's.
-        cpu_end = time.thread_time_ns()
+        # How busy the loop thread was, read before reporting work (reading source files,
+        # formatting stacks) adds time that is not the slice's.
+        cpu_end = read_busy_ns(self.state.cpu_clock)
         try:
             self._slice_ended(handle, start_ns, end_ns, task, seq, cpu_end)
         except Exception:  # never let reporting break the loop
@@ -157,7 +157,7 @@ class LoopMonitor:
 
     def in_progress(self, consumer: Consumer, now_ns: int) -> None:
         """A scope ends inside a running slice: judge the part of the slice seen so far."""
-        cpu_end = time.thread_time_ns()
+        cpu_end = read_busy_ns(self.state.cpu_clock)
         st = self.state
         start = st.start_ns
         if start == 0:
@@ -178,15 +178,16 @@ class LoopMonitor:
         self._dispatch(handle, start, now_ns, task, io, samples, cpu, True, consumer)
 
     def _cpu_fraction(
-        self, share: float | None, arm_wall: int, cpu0: int | None, cpu_end: int, end_ns: int
+        self, share: float | None, arm_wall: int, cpu0: int | None, cpu_end: int | None, end_ns: int
     ) -> float | None:
-        """How much of the blocked time the loop thread spent on a CPU, from the arming on:
-        the native sampler's share of samples that found it running, else its CPU clock (a
-        Python sampler does not disturb the thread it samples; a signal does)."""
+        """How much of the blocked time the loop thread spent on (or waiting for) a CPU, from
+        the arming on: the native sampler's share of samples that found it running, else its
+        schedstat or CPU clock (a Python sampler does not disturb the thread it samples; a
+        signal does)."""
         if share is not None:
             return share
         wall = end_ns - arm_wall
-        if cpu0 is None or wall <= 0 or threading.get_ident() != self.thread_id:
+        if cpu0 is None or cpu_end is None or wall <= 0:
             return None
         return max(0.0, min(1.0, (cpu_end - cpu0) / wall))
 

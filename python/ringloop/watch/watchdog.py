@@ -26,24 +26,43 @@ from typing import Any
 from .slices import SliceState
 from .stacks import PythonStackSampler, StackSampler
 
+try:  # read natively: an open() on the loop thread would be an audit event (see read_busy_ns)
+    from .._core import thread_busy_ns as _busy_ns
+except ImportError:  # pragma: no cover - the watch without ringloop's native module
+    _busy_ns = None
+
 _MAX_SAMPLES_BEFORE_BACKOFF = 64
 _IDLE_POLL_NS = 50_000_000  # when nothing is armed, never sleep longer than this
 
 
-def _cpu_clock(thread_id: int) -> int | None:
+def _cpu_clock(thread_id: int) -> int | tuple[str, int] | None:
+    """What tells how busy thread `thread_id` was: its `schedstat` (time on a CPU plus time
+    waiting for one, so a thread that spins on an overloaded machine still counts as busy,
+    where its CPU clock alone would make it look like it waited), else its CPU clock."""
+    thread = threading._active.get(thread_id)  # noqa: SLF001 - ident -> native id
+    native = getattr(thread, "native_id", None)
+    if native is not None and _busy_ns is not None and _busy_ns(native) is not None:
+        return ("schedstat", native)
     try:
         return time.pthread_getcpuclockid(thread_id)
     except (AttributeError, OSError):
         return None
 
 
-def _read_cpu(clock: int | None) -> int | None:
+def read_busy_ns(clock: int | tuple[str, int] | None) -> int | None:
+    """The thread's busy time so far (see `_cpu_clock`), in ns; None if unknown. Raises no
+    audit event (it runs on the loop thread, inside the watch's accounting)."""
     if clock is None:
         return None
+    if isinstance(clock, tuple):
+        return _busy_ns(clock[1])
     try:
         return time.clock_gettime_ns(clock)
     except OSError:  # the thread exited
         return None
+
+
+_read_cpu = read_busy_ns
 
 
 class Watchdog:
