@@ -606,7 +606,7 @@ def parse_wrk(text: str) -> dict[str, Any]:
     """Requests, seconds, error counts and (with ``--latency``) percentiles from wrk's report.
 
     ``latency_us`` maps "50", "75", "90", "99" to microseconds; it is empty when wrk ran
-    without ``--latency``. Trust it for one request per write only: under a pipelining
+    without ``--latency``. ``latency_max_us`` is the slowest request (its "Thread Stats"). Trust it for one request per write only: under a pipelining
     script Debian's wrk 4.1.0 prints a 99th percentile of 0.00us (seen on every pipelined
     run here), so the percentiles of such a run are not a measurement.
     """
@@ -623,6 +623,8 @@ def parse_wrk(text: str) -> dict[str, Any]:
     )
     m = re.search(r"Non-2xx or 3xx responses: (\d+)", text)
     out["non_2xx"] = int(m.group(1)) if m else 0
+    m = re.search(r"^\s*Latency\s+\S+\s+\S+\s+([\d.]+)(us|ms|s|m|h)\s", text, re.M)
+    out["latency_max_us"] = float(m.group(1)) * WRK_UNITS[m.group(2)] * 1e6 if m else None
     out["latency_us"] = {}
     # Only below the heading: the "Thread Stats" lines above also end in percentages.
     _, found, dist = text.partition("Latency Distribution")

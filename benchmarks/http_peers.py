@@ -11,7 +11,8 @@ they serve live in ``http_apps/`` (one module per interface or framework); a sub
 line protocol: ready once its port answers HTTP, stopped with SIGTERM (and its leftover
 processes killed), its stderr kept for the crash record. ``check`` says why a subject cannot
 run here at all (a package or binary missing, installed from Debian where that is how it
-comes); ``versions`` is what the JSON records of each.
+comes); ``versions`` is what the JSON records of each. ``HEAD_TIMEOUTS`` says how each
+server is given a head timeout for the slowloris scenario, where it has one.
 
 Nothing here measures: ``http_suite.py`` loads the servers, ``http_report.py`` renders.
 """
@@ -323,6 +324,57 @@ SUBJECT_LIST = [
 ]
 SUBJECTS: dict[str, Subject] = {s.name: s for s in SUBJECT_LIST}
 
+
+# --------------------------------------------------------------------------- head timeouts
+
+
+@dataclass(frozen=True)
+class HeadTimeout:
+    """How a server is told to close a connection whose request head is still incomplete."""
+
+    flag: str  # the command-line flag (nginx: its configuration directive)
+    value: Callable[[float], str]  # seconds -> the flag's value
+    note: str | None = None  # when the flag is not really a head timeout: what it does
+
+
+# By server (``Subject.server``); a server missing here has no such setting and runs the
+# slowloris scenario with its defaults.
+HEAD_TIMEOUTS: dict[str, HeadTimeout] = {
+    "ringloop": HeadTimeout("--timeout-request-head", lambda s: f"{s:g}"),
+    # Milliseconds, 1..60000; its default is 30 s.
+    "granian": HeadTimeout("--http1-header-read-timeout", lambda s: str(round(s * 1000))),
+    # uvicorn has none (uvicorn issue #157 lists a --timeout-request-start as not done): its
+    # keep-alive timer, the nearest setting, is armed only once a response is complete and
+    # cancelled by every byte received (httptools_impl.py, data_received), so a connection
+    # that never finishes its first head is never timed out. Set anyway, so the run shows it.
+    "uvicorn": HeadTimeout(
+        "--timeout-keep-alive",
+        lambda s: f"{s:g}",
+        "uvicorn has no head timeout; its keep-alive timer is armed only after a response "
+        "and reset by every byte received",
+    ),
+    NGINX: HeadTimeout("client_header_timeout", lambda s: f"{s:g}s"),
+}
+
+
+def head_timeout(subject: Subject) -> HeadTimeout | None:
+    return HEAD_TIMEOUTS.get(subject.server)
+
+
+def head_timeout_text(subject: Subject, seconds: float) -> str | None:
+    """The setting a slowloris run gives ``subject`` (``--timeout-request-head 5``), or None."""
+    ht = head_timeout(subject)
+    return None if ht is None else f"{ht.flag} {ht.value(seconds)}"
+
+
+def _with_flag(cmd: list[str], flag: str, value: str) -> list[str]:
+    """``cmd`` with ``flag`` set to ``value``: replaced where the command has it, else added."""
+    if flag in cmd:
+        i = cmd.index(flag)
+        return [*cmd[: i + 1], value, *cmd[i + 2 :]]
+    return [*cmd, flag, value]
+
+
 # The path each response is requested at (nginx routes on it; the Python apps ignore it).
 PATHS = {"hello": "/", "json": "/json", "big": "/64k", "upload": "/upload"}
 
@@ -340,6 +392,8 @@ http {{
     access_log off;
     default_type text/plain;
     keepalive_timeout {keep_alive}s;
+    # nginx's default, 60 s, except in the slowloris scenario (its head timeout there).
+    client_header_timeout {head_timeout};
     # nginx closes a keep-alive connection after 1000 requests by default; wrk would then
     # reconnect, which no other server here makes it do.
     keepalive_requests 1000000000;
@@ -366,15 +420,21 @@ http {{
 """
 
 
-def write_nginx_conf(work: Path, port: int) -> Path:
-    """The configuration (and the 64 KiB file) for one nginx run, under ``work``."""
+def write_nginx_conf(work: Path, port: int, head_timeout: float | None = None) -> Path:
+    """The configuration (and the 64 KiB file) for one nginx run, under ``work``.
+
+    ``head_timeout``: seconds for ``client_header_timeout`` (default: nginx's own, 60 s).
+    """
     (work / "www").mkdir(exist_ok=True)
     (work / "tmp").mkdir(exist_ok=True)
     (work / "www" / "64k").write_bytes(b"x" * 65536)
     # As root, nginx's workers would switch to "nobody", who cannot read a private temp dir.
     user = "user root;\n" if os.geteuid() == 0 else ""
     conf = work / "nginx.conf"
-    conf.write_text(NGINX_CONF.format(user=user, keep_alive=KEEP_ALIVE, port=port))
+    header = HEAD_TIMEOUTS[NGINX].value(60.0 if head_timeout is None else head_timeout)
+    conf.write_text(
+        NGINX_CONF.format(user=user, keep_alive=KEEP_ALIVE, head_timeout=header, port=port)
+    )
     return conf
 
 
@@ -542,10 +602,27 @@ def answers(port: int, path: str) -> bool:
         return False
 
 
-def start(subject: Subject, response: str, cpu: int | None, work: Path) -> PeerServer:
-    """``subject`` serving ``response``, pinned to ``cpu``, not yet waited for."""
+def start(
+    subject: Subject,
+    response: str,
+    cpu: int | None,
+    work: Path,
+    head_timeout_s: float | None = None,
+) -> PeerServer:
+    """``subject`` serving ``response``, pinned to ``cpu``, not yet waited for.
+
+    ``head_timeout_s``: give the server that head timeout (``HEAD_TIMEOUTS``), where it
+    has one; the others run with their defaults.
+    """
     port = None if subject.name == FLOOR else free_port()
-    cmd = harness.pinned(subject.command(response, port or 0, work), cpu)
+    cmd = subject.command(response, port or 0, work)
+    ht = head_timeout(subject) if head_timeout_s is not None else None
+    if ht is not None and head_timeout_s is not None:
+        if subject.name == NGINX:  # a directive in the configuration the command names
+            write_nginx_conf(work, port or 0, head_timeout_s)
+        else:
+            cmd = _with_flag(cmd, ht.flag, ht.value(head_timeout_s))
+    cmd = harness.pinned(cmd, cpu)
     env = {
         **os.environ,
         "PYTHONPATH": str(APPS_DIR),

@@ -32,6 +32,11 @@ TARGETS = [
 ]
 P99_TARGET = ("p99 at 64 connections no worse than granian's", "ringloop-asgi", "granian-asgi")
 IDLE_TARGET_KIB = 8.0
+# The slowloris connections must all be cut, and the load's p99 beside them stay within
+# this multiple of the quiet run's.
+SLOWLORIS_TARGET = ("ringloop-asgi", 2.0)
+# Scenarios with a table of their own; every other one is a wrk column of the main tables.
+OWN_TABLE = ("idle", "slowloris")
 
 # One colour per server (every interface of a server shares it), the references in greys.
 COLOURS = {
@@ -54,9 +59,11 @@ def _cell(result: dict[str, Any], name: str, key: str) -> dict[str, Any] | None:
     return result["subjects"].get(name, {}).get("scenarios", {}).get(key)
 
 
-def _keys(result: dict[str, Any], idle: bool) -> list[str]:
+def _keys(result: dict[str, Any], only: str | None = None) -> list[str]:
+    """The scenarios of the main tables, or with ``only`` ("idle", "slowloris") that one."""
     labels = result["settings"]["scenario_labels"]
-    return [k for k in result["settings"]["scenarios"] if (k == "idle") == idle and k in labels]
+    keys = [k for k in result["settings"]["scenarios"] if k in labels]
+    return [k for k in keys if k == only] if only else [k for k in keys if k not in OWN_TABLE]
 
 
 def _label(result: dict[str, Any], key: str) -> str:
@@ -77,8 +84,22 @@ def _mib(b: float | None) -> str:
     return "—" if b is None else f"{b / 2**20:.1f}"
 
 
+def _s(seconds: float | None) -> str:
+    return "—" if seconds is None else f"{seconds:.1f}"
+
+
 def brief(run: dict[str, Any]) -> str:
     """The progress line of one run (rounds.py prints it)."""
+    if "sl_rate" in run:
+        ratio = f" ({run['p99_ratio']:.2f}×)" if run.get("p99_ratio") is not None else ""
+        cut = f"cut {run['cut']}/{run['opened']}"
+        if run["cut"]:
+            cut += f" after {_s(run['close_median_s'])} s median, {_s(run['close_max_s'])} max"
+        return (
+            f"quiet {fmt_rate(run['rate'])}/s p99 {_ms(run['p99_us'])} ms; beside "
+            f"{run['opened']} slowloris {fmt_rate(run['sl_rate'])}/s p99 "
+            f"{_ms(run['sl_p99_us'])} ms{ratio}; {cut}; {run['still_open']} still open"
+        )
     if "rss_per_conn" in run:
         return (
             f"{run['rss_per_conn'] / 1024:.2f} KiB/connection "
@@ -104,7 +125,7 @@ def _ratio(result: dict[str, Any], name: str, ref: str, key: str, field: str = "
 
 def cpu_table(result: dict[str, Any]) -> str:
     """Rows = subjects; per wrk scenario: server CPU µs/request (× the C floor's)."""
-    keys = _keys(result, idle=False)
+    keys = _keys(result)
     header = ["server", "interface", *(f"{_label(result, k)} µs/req (× floor)" for k in keys)]
     rows = []
     for name, entry in result["subjects"].items():
@@ -123,7 +144,7 @@ def cpu_table(result: dict[str, Any]) -> str:
 
 def rate_table(result: dict[str, Any]) -> str:
     """Rows = subjects; per wrk scenario: requests/s, p50 / p99 latency in ms, RSS."""
-    keys = _keys(result, idle=False)
+    keys = _keys(result)
     header = ["server"]
     for key in keys:
         header += [f"{_label(result, key)} req/s", f"{_label(result, key)} p50 / p99 ms"]
@@ -163,6 +184,54 @@ def idle_table(result: dict[str, Any]) -> str:
             )
         else:
             rows.append([name, _status(c), "—", "—"])
+    return reporting.markdown_table(header, rows)
+
+
+def _head_timeout(result: dict[str, Any], name: str) -> str:
+    setting = result["settings"].get("head_timeout_settings", {}).get(name)
+    return f"`{setting}`" if setting else "none (its defaults)"
+
+
+def slowloris_table(result: dict[str, Any]) -> str:
+    """Rows = subjects: plaintext quiet and beside the slowloris connections; what they saw."""
+    header = [
+        "server",
+        "head timeout setting",
+        "quiet req/s",
+        "quiet p50 / p99 / max ms",
+        "slowloris req/s",
+        "slowloris p50 / p99 / max ms",
+        "p99 × quiet",
+        "CPU µs/req quiet / slowloris",
+        "cut / opened",
+        "cut after median / max s",
+        "still open",
+    ]
+    rows = []
+    for name in result["subjects"]:
+        c = _cell(result, name, "slowloris")
+        if c is None:
+            continue
+        if "sl_rate" not in c:
+            rows.append([name, _head_timeout(result, name), _status(c), *["—"] * 8])
+            continue
+        ratio = c.get("p99_ratio")
+        rows.append(
+            [
+                name,
+                _head_timeout(result, name),
+                fmt_rate(c["rate"]),
+                f"{_ms(c.get('p50_us'))} / {_ms(c.get('p99_us'))} / {_ms(c.get('max_us'))}",
+                fmt_rate(c["sl_rate"]),
+                f"{_ms(c.get('sl_p50_us'))} / {_ms(c.get('sl_p99_us'))} / "
+                f"{_ms(c.get('sl_max_us'))}",
+                "—" if ratio is None else f"{ratio:.2f}×",
+                f"{fmt_us(c['cpu_us'])} / {fmt_us(c['sl_cpu_us'])}",
+                f"{c['cut']:,g} / {c['opened']:,g}",
+                f"{_s(c.get('close_median_s'))} / {_s(c.get('close_max_s'))}",
+                f"{c['still_open']:,g}",
+            ]
+        )
     return reporting.markdown_table(header, rows)
 
 
@@ -212,7 +281,26 @@ def target_lines(result: dict[str, Any]) -> list[str]:
             )
         else:
             out.append(f"- ≤ {IDLE_TARGET_KIB:g} KiB RSS per idle connection: not measured")
+    if "slowloris" in result["settings"]["scenarios"]:
+        out.append(_slowloris_target(result))
     return out
+
+
+def _slowloris_target(result: dict[str, Any]) -> str:
+    """The load's p99 beside the slowloris connections over its quiet p99, and were all cut."""
+    name, limit = SLOWLORIS_TARGET
+    s = result["settings"]
+    what = f"p99 under {s['slowloris_connections']:,} slowloris ≤ {limit:g}× quiet ({name})"
+    c = _cell(result, name, "slowloris")
+    if not c or c.get("p99_ratio") is None:
+        return f"- {what}: not measured ({_status(c)})"
+    cut, opened = c["cut"], c["opened"]
+    verdict = "**met**" if c["p99_ratio"] <= limit and cut == opened > 0 else "**not met**"
+    return (
+        f"- {what}: {_ms(c['sl_p99_us'])} / {_ms(c['p99_us'])} ms = {c['p99_ratio']:.2f}×; "
+        f"{cut:,g}/{opened:,g} cut, after {_s(c.get('close_median_s'))} s median "
+        f"({_s(c.get('close_max_s'))} s max; head timeout {s['head_timeout']:g} s) — {verdict}"
+    )
 
 
 def notes(result: dict[str, Any]) -> list[str]:
@@ -230,7 +318,25 @@ def notes(result: dict[str, Any]) -> list[str]:
         }
         for n, e in subjects.items()
     }
-    return out + reporting.run_notes(ran)
+    return out + _slowloris_notes(result) + reporting.run_notes(ran)
+
+
+def _slowloris_notes(result: dict[str, Any]) -> list[str]:
+    """Settings that are not a head timeout, and a slowloris client that fell behind."""
+    out = [
+        f"- **{name}** (slowloris): {note}; run with it set to the head timeout anyway"
+        for name, note in result["settings"].get("head_timeout_notes", {}).items()
+        if name in result["subjects"]
+    ]
+    for name in result["subjects"]:
+        c = _cell(result, name, "slowloris") or {}
+        late = max((r["slowloris"]["late_max_s"] for r in c.get("runs", [])), default=0.0)
+        if late > 0.5:
+            out.append(
+                f"- **{name}** `slowloris`: the slowloris client sent a byte up to {late:.1f} s "
+                "late (it shares CPU 1 with wrk): it trickled slower than one byte a second"
+            )
+    return out
 
 
 def versions_line(result: dict[str, Any]) -> str:
@@ -252,11 +358,14 @@ def versions_line(result: dict[str, Any]) -> str:
 def console(result: dict[str, Any]) -> list[str]:
     """What the suite prints at the end of a run."""
     lines = []
-    if _keys(result, idle=False):
+    if _keys(result):
         lines += ["", "Server CPU µs per request (× c-floor's):", "", cpu_table(result)]
         lines += ["", "Requests/s, latency, memory:", "", rate_table(result)]
-    if _keys(result, idle=True):
+    if _keys(result, "idle"):
         lines += ["", "Idle keep-alive connections:", "", idle_table(result)]
+    if _keys(result, "slowloris"):
+        lines += ["", "Plaintext quiet and beside slowloris connections:", ""]
+        lines += [slowloris_table(result)]
     if targets := target_lines(result):
         lines += ["", "Targets (this run):", *targets]
     return lines + notes(result)
@@ -274,7 +383,7 @@ def readme_section(result: dict[str, Any]) -> str:
         "",
         versions_line(result),
     ]
-    if _keys(result, idle=False):
+    if _keys(result):
         parts += [
             "",
             "**Server CPU µs per request** (the server's whole process tree, from /proc; lower "
@@ -287,7 +396,7 @@ def readme_section(result: dict[str, Any]) -> str:
             "",
             rate_table(result),
         ]
-    if _keys(result, idle=True):
+    if _keys(result, "idle"):
         parts += [
             "",
             f"**{s['idle_connections']:,} idle keep-alive connections**, each having served "
@@ -295,6 +404,18 @@ def readme_section(result: dict[str, Any]) -> str:
             "in RSS).",
             "",
             idle_table(result),
+        ]
+    if _keys(result, "slowloris"):
+        parts += [
+            "",
+            f"**Plaintext beside {s['slowloris_connections']:,} slowloris connections** "
+            "(each sends a request line, then one header byte a second, never ending its "
+            f"head): wrk `-t1 -c{s['connections']}` for {s['slowloris_seconds']:g} s quiet, "
+            "then again in the same server process once the slowloris connections are open; "
+            f"each server is given a {s['head_timeout']:g} s head timeout where it has one. "
+            "*Cut*: closed by the server; *cut after*: seconds from connect to that close.",
+            "",
+            slowloris_table(result),
         ]
     if targets := target_lines(result):
         parts += ["", "**Targets**, computed from this run:", "", *targets]
@@ -313,7 +434,7 @@ def charts(result: dict[str, Any], outdir: Path) -> list[Path]:
     Horizontal bars, one per subject in its server's colour, each panel on its own scale:
     an upload costs a hundred times a plaintext request and would flatten it.
     """
-    keys = _keys(result, idle=False)
+    keys = _keys(result)
     if not keys:
         return []
     written = []

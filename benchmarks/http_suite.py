@@ -15,6 +15,12 @@ scenarios:
   upload      a 1 MiB request body read whole by the app (``upload.lua``)
   idle        10,000 keep-alive connections that have each served one request, held idle
               by ``http_client.c``: the server's RSS after minus before, per connection
+  slowloris   plaintext twice in one server process: quiet, then beside 1,000 connections
+              from ``slowloris.c`` that each send a request line and one header byte a
+              second, never ending the head; the server runs with a 5 s head timeout where
+              it has one (``http_peers.HEAD_TIMEOUTS``). p99 under slowloris over quiet, and
+              how many of those connections the server cut, when. Not in ``--quick``; one
+              row per server by default (``SLOWLORIS_SUBJECTS``)
 
 Per wrk run: requests/s, the server's CPU µs per request (utime + stime of its whole
 process tree from ``/proc``, so a master and its workers all count), wrk's p50/p99 latency
@@ -27,9 +33,10 @@ goes on. A subject that cannot be installed here is recorded as unavailable.
     python benchmarks/run.py http [--quick]
     python benchmarks/http_suite.py --callgrind [...]   (instructions per request: http_callgrind.py)
 
-Full run: every scenario, 3 rounds × 3 s, median; ``results/http.json``, ``results/http_cpu.png``,
-``results/http_rate.png`` and the README section between the ``http`` markers. ``--quick``:
-plaintext and pipelined for every subject, 1 round × 1 s, into ``results/quick/``.
+Full run: every scenario, 3 rounds × 3 s (the slowloris runs: the head timeout + 3 s), median;
+``results/http.json``, ``results/http_cpu.png``, ``results/http_rate.png`` and the README
+section between the ``http`` markers. ``--quick``: plaintext and pipelined for every subject,
+1 round × 1 s, into ``results/quick/``.
 
 This module is the workload and ``main``; the servers are ``http_peers.py``'s, the tables,
 targets and charts ``http_report.py``'s, processes and /proc ``harness.py``'s.
@@ -72,6 +79,25 @@ PIPELINE_LUA = harness.BENCH_DIR / "pipeline.lua"
 UPLOAD_LUA = harness.BENCH_DIR / "upload.lua"
 CLIENT_SRC = harness.BENCH_DIR / "http_client.c"
 FLOOR_SRC = harness.BENCH_DIR / "http_floor.c"
+SLOWLORIS_SRC = harness.BENCH_DIR / "slowloris.c"
+SLOWLORIS_CONNECTIONS = 1_000
+HEAD_TIMEOUT = 5.0
+# The wrk runs of the slowloris scenario last at least this much past the head timeout, so
+# the cut (and whatever it costs the load) falls inside the loaded run.
+SLOWLORIS_MARGIN = 3.0
+# A head timeout is the server's, not the interface's: one row per server (its ASGI one
+# where it has one; cymongoose's own API, as its ASGI adapter failed the keep-alive probe
+# here) and the references, unless --subjects names others.
+SLOWLORIS_SUBJECTS = (
+    "ringloop-asgi",
+    "granian-asgi",
+    "uvicorn",
+    "cymongoose",
+    "socketify-asgi",
+    "aiohttp",
+    http_peers.NGINX,
+    FLOOR,
+)
 # Medians kept per scenario: rate and CPU, latency where wrk's is usable, memory.
 FIELDS = (
     "rate",
@@ -84,6 +110,23 @@ FIELDS = (
     "rss_before",
     "rss_after",
     "rss_per_conn",
+    # slowloris: the run beside the slowloris connections ("sl_"), and what they saw
+    "sl_rate",
+    "sl_cpu_us",
+    "sl_server_busy",
+    "sl_client_busy",
+    "sl_p50_us",
+    "sl_p99_us",
+    "max_us",
+    "sl_max_us",
+    "sl_rss_bytes",
+    "p99_ratio",
+    "opened",
+    "failed",
+    "cut",
+    "still_open",
+    "close_median_s",
+    "close_max_s",
 )
 
 
@@ -94,7 +137,7 @@ class Scenario:
     key: str
     label: str
     response: str
-    kind: str = "wrk"  # "wrk" or "idle"
+    kind: str = "wrk"  # "wrk", "idle" or "slowloris"
     depth: int = 1
     script: Path | None = None
     script_args: tuple[str, ...] = field(default=())
@@ -118,6 +161,7 @@ SCENARIOS: dict[str, Scenario] = {
             "upload", "1 MiB upload", "upload", script=UPLOAD_LUA, script_args=(str(UPLOAD_BYTES),)
         ),
         Scenario("idle", "idle connections", "hello", kind="idle"),
+        Scenario("slowloris", "plaintext under slowloris", "hello", kind="slowloris"),
     )
 }
 QUICK_SCENARIOS = ["plaintext", "pipelined"]
@@ -130,6 +174,13 @@ class Settings:
     client_cpu: int | None
     idle_connections: int
     first_scenario: str  # a start failure there means the subject cannot run at all
+    slowloris_connections: int = SLOWLORIS_CONNECTIONS
+    head_timeout: float = HEAD_TIMEOUT
+
+    @property
+    def slowloris_seconds(self) -> float:
+        """Each wrk run of the slowloris scenario: long enough to hold the cut."""
+        return max(self.duration, self.head_timeout + SLOWLORIS_MARGIN)
 
 
 @dataclass
@@ -141,6 +192,8 @@ class Tools:
     client_error: str | None
     floor: str | None
     floor_error: str | None
+    slowloris: str | None = None
+    slowloris_error: str | None = None
 
 
 # --------------------------------------------------------------------------- checking answers
@@ -254,14 +307,24 @@ def probe(port: int, sc: Scenario, reference: bool) -> str | None:
 # --------------------------------------------------------------------------- one run
 
 
-def run_wrk(server: http_peers.PeerServer, sc: Scenario, st: Settings, wrk: str) -> dict:
-    """One wrk run; server CPU (whole tree) read just before wrk starts and after it exits."""
+def run_wrk(
+    server: http_peers.PeerServer,
+    sc: Scenario,
+    st: Settings,
+    wrk: str,
+    duration: float | None = None,
+) -> dict:
+    """One wrk run; server CPU (whole tree) read just before wrk starts and after it exits.
+
+    ``duration``: seconds of load (default: the settings').
+    """
     assert server.port is not None
+    duration = st.duration if duration is None else duration
     cmd = harness.wrk_command(
         wrk,
         f"http://127.0.0.1:{server.port}{PATHS[sc.response]}",
         connections=CONNECTIONS,
-        duration=st.duration,
+        duration=duration,
         script=sc.script,
         script_args=sc.script_args,
     )
@@ -269,9 +332,9 @@ def run_wrk(server: http_peers.PeerServer, sc: Scenario, st: Settings, wrk: str)
     # wrk is the only child reaped while it runs, so the window's children CPU is wrk's own.
     window = harness.CpuWindow(server.pid, tree=True)
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=st.duration + 60)
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=duration + 60)
     except subprocess.TimeoutExpired:
-        return {"failure": f"wrk timed out after {st.duration + 60:.0f}s"}
+        return {"failure": f"wrk timed out after {duration + 60:.0f}s"}
     window.close()
     rss = harness.tree_rss_bytes(server.pid)
     report = harness.parse_wrk(proc.stdout)
@@ -301,6 +364,7 @@ def run_wrk(server: http_peers.PeerServer, sc: Scenario, st: Settings, wrk: str)
         **figures,
         "p50_us": latency.get("50"),
         "p99_us": latency.get("99"),
+        "max_us": report["latency_max_us"] if sc.depth == 1 else None,
         "rss_bytes": rss,
         "wrk": proc.stdout,
     }
@@ -381,6 +445,89 @@ def run_idle(server: http_peers.PeerServer, sc: Scenario, st: Settings, client: 
     }
 
 
+WRK_FIGURES = (
+    "rate",
+    "cpu_us",
+    "server_busy",
+    "client_busy",
+    "p50_us",
+    "p99_us",
+    "max_us",
+    "ops",
+    "seconds",
+)
+
+
+def run_slowloris(
+    server: http_peers.PeerServer, sc: Scenario, st: Settings, tools: Tools
+) -> dict[str, Any]:
+    """Plaintext quiet, then beside ``st.slowloris_connections`` slowloris connections.
+
+    One server process: the quiet wrk run first (it is also the longer warm-up), then
+    ``slowloris.c`` opens its connections (at most 64 connects in flight) and starts to
+    trickle; once all are open the same wrk run again, while they trickle and the server
+    cuts them (or not) at its head timeout. Both runs last ``st.slowloris_seconds``, so the
+    cut falls inside the loaded one. The client trickles a second past wrk's end and then
+    says what it saw: how many the server closed, after how long, still open.
+    """
+    assert server.port is not None and tools.wrk is not None and tools.slowloris is not None
+    seconds = st.slowloris_seconds
+    quiet = run_wrk(server, sc, st, tools.wrk, seconds)
+    if "failure" in quiet:
+        return {**quiet, "failure": f"quiet run: {quiet['failure']}"}
+    figures: dict[str, Any] = {k: quiet[k] for k in WRK_FIGURES}
+    figures.update(rss_bytes=quiet["rss_bytes"], wrk=quiet["wrk"])
+    cmd = harness.pinned(
+        [
+            tools.slowloris,
+            str(server.port),
+            str(st.slowloris_connections),
+            f"{seconds + 1:g}",
+            PATHS[sc.response],
+        ],
+        st.client_cpu,
+    )
+    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert proc.stdin is not None and proc.stdout is not None
+    lines = _lines(proc.stdout)
+    try:
+        opened = _json_line(lines, timeout=120)
+        if opened is None:
+            return {**figures, "failure": "slowloris client: no report after 120 s"}
+        rss = harness.tree_rss_bytes(server.pid)
+        loaded = run_wrk(server, sc, st, tools.wrk, seconds)
+        done = _json_line(lines, timeout=seconds + 60)
+    finally:
+        if proc.poll() is None:
+            proc.stdin.close()  # stops it early, if it is still trickling
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()  # our own child, by its handle
+        proc.wait()
+    if done is None:
+        return {**figures, "failure": "slowloris client: no final report"}
+    seen = {
+        "opened": done["opened"],
+        "failed": done["failed"],
+        "cut": done["closed"],
+        "still_open": done["still_open"],
+        "close_median_s": (done["close_s"] or {}).get("median"),
+        "close_max_s": (done["close_s"] or {}).get("max"),
+        "slowloris": done,
+    }
+    if "failure" in loaded:
+        why = f"under slowloris: {loaded['failure']}"
+        return {**figures, **seen, "sl_wrk": loaded.get("wrk"), "failure": why}
+    if done["opened"] == 0:
+        return {**figures, **seen, "failure": f"no slowloris connection opened: {done}"}
+    figures.update({f"sl_{k}": loaded[k] for k in WRK_FIGURES})
+    figures.update(sl_rss_bytes=rss, sl_wrk=loaded["wrk"], **seen)
+    if quiet["p99_us"] and loaded["p99_us"] is not None:
+        figures["p99_ratio"] = loaded["p99_us"] / quiet["p99_us"]
+    return figures
+
+
 def measure(name: str, sc: Scenario, st: Settings, tools: Tools) -> dict[str, Any]:
     """Start ``name`` for ``sc``, check it, load it once, stop it; never raises."""
     subject = SUBJECTS[name]
@@ -400,7 +547,8 @@ def measure(name: str, sc: Scenario, st: Settings, tools: Tools) -> dict[str, An
 def _measure(
     subject: http_peers.Subject, sc: Scenario, st: Settings, tools: Tools, meta: dict[str, Any]
 ) -> dict[str, Any]:
-    server = http_peers.start(subject, sc.response, st.server_cpu, tools.work)
+    head_timeout = st.head_timeout if sc.kind == "slowloris" else None
+    server = http_peers.start(subject, sc.response, st.server_cpu, tools.work, head_timeout)
     try:
         try:
             ready = server.wait_ready(timeout=60)
@@ -427,6 +575,8 @@ def _measure(
         elif sc.kind == "idle":
             assert tools.client is not None
             res = run_idle(server, sc, st, tools.client)
+        elif sc.kind == "slowloris":
+            res = run_slowloris(server, sc, st, tools)
         else:
             assert tools.wrk is not None
             res = run_wrk(server, sc, st, tools.wrk)
@@ -490,15 +640,25 @@ def _with_words(error: str, server: http_peers.PeerServer) -> str:
 # --------------------------------------------------------------------------- the run
 
 
-def applies(name: str, sc: Scenario) -> bool:
+def applies(
+    name: str, sc: Scenario, slowloris_subjects: tuple[str, ...] = SLOWLORIS_SUBJECTS
+) -> bool:
+    if sc.kind == "slowloris" and name not in slowloris_subjects:
+        return False
     return SUBJECTS[name].serves(sc.response)
 
 
 def skip_reason(sc: Scenario, tools: Tools) -> str | None:
-    return tools.client_error if sc.kind == "idle" else tools.wrk_error
+    if sc.kind == "idle":
+        return tools.client_error
+    if sc.kind == "slowloris":
+        return tools.slowloris_error or tools.wrk_error
+    return tools.wrk_error
 
 
-def unavailable_entry(name: str, why: str, scenarios: list[Scenario]) -> dict[str, Any]:
+def unavailable_entry(
+    name: str, why: str, scenarios: list[Scenario], slowloris_subjects: tuple[str, ...]
+) -> dict[str, Any]:
     """The JSON entry of a subject that cannot run here: every cell says why."""
     subject = SUBJECTS[name]
     return {
@@ -511,7 +671,7 @@ def unavailable_entry(name: str, why: str, scenarios: list[Scenario]) -> dict[st
         "scenarios": {
             sc.key: {"status": "unavailable", "error": why, "runs": []}
             for sc in scenarios
-            if applies(name, sc)
+            if applies(name, sc, slowloris_subjects)
         },
     }
 
@@ -538,7 +698,13 @@ def main(argv: list[str] | None = None) -> int:
         client_cpu=args.client_cpu,
         idle_connections=args.idle_connections or preset["idle"],
         first_scenario=keys[0],
+        slowloris_connections=args.slowloris_connections,
+        head_timeout=args.head_timeout,
     )
+    # Subjects named on the command line all run the slowloris scenario; by default, one
+    # row per server.
+    slowloris_subjects = tuple(args.subjects) if args.subjects else SLOWLORIS_SUBJECTS
+    args.subjects = args.subjects or list(SUBJECTS)
     out_dir, update_readme = reporting.output_choice(args)
     machine = harness.machine_info()
     with tempfile.TemporaryDirectory(prefix="ringloop-http-") as tmp:
@@ -562,15 +728,16 @@ def main(argv: list[str] | None = None) -> int:
             rounds,
             lambda name, sc: measure(name, sc, st, tools),
             skip=lambda sc: skip_reason(sc, tools),
-            applies=applies,
+            applies=lambda name, sc: applies(name, sc, slowloris_subjects),
             brief=http_report.brief,
         )
     machine["loadavg_end"] = list(os.getloadavg())
     subjects = summarise_rounds(state, scenarios, lambda n: SUBJECTS[n].interface, FIELDS)
     for name, why in unavailable.items():
-        subjects[name] = unavailable_entry(name, why, scenarios)
-    # Table order is the catalogue's, whatever ran or not.
-    subjects = {n: subjects[n] for n in SUBJECTS if n in subjects}
+        subjects[name] = unavailable_entry(name, why, scenarios, slowloris_subjects)
+    # Table order is the catalogue's, whatever ran or not; a subject none of the scenarios
+    # applies to (slowloris runs one row per server) has nothing to show.
+    subjects = {n: subjects[n] for n in SUBJECTS if n in subjects and subjects[n]["scenarios"]}
     result = {
         "suite": "http",
         "machine": machine,
@@ -583,6 +750,11 @@ def main(argv: list[str] | None = None) -> int:
             "upload_bytes": UPLOAD_BYTES,
             "idle_connections": st.idle_connections,
             "keep_alive_timeout": http_peers.KEEP_ALIVE,
+            **(
+                _slowloris_settings(st, args.subjects, slowloris_subjects)
+                if "slowloris" in keys
+                else {}
+            ),
             "server_cpu": st.server_cpu,
             "client_cpu": st.client_cpu,
             "scenarios": keys,
@@ -591,6 +763,7 @@ def main(argv: list[str] | None = None) -> int:
                 "wrk": tools.wrk_error or "ok",
                 "http_client": tools.client_error or "ok",
                 "c-floor": tools.floor_error or "ok",
+                "slowloris": tools.slowloris_error or "ok",
             },
             "statistic": "median of rounds; one server process per run",
             "cpu_source": "/proc/PID/stat utime+stime (+ reaped children) of the server's "
@@ -612,10 +785,28 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if ok else 1
 
 
+def _slowloris_settings(
+    st: Settings, names: list[str], slowloris_subjects: tuple[str, ...]
+) -> dict[str, Any]:
+    """What the slowloris scenario ran with, and the head timeout each subject was given."""
+    ran = [n for n in names if applies(n, SCENARIOS["slowloris"], slowloris_subjects)]
+    return {
+        "slowloris_connections": st.slowloris_connections,
+        "head_timeout": st.head_timeout,
+        "slowloris_seconds": st.slowloris_seconds,
+        "head_timeout_settings": {
+            n: http_peers.head_timeout_text(SUBJECTS[n], st.head_timeout) for n in ran
+        },
+        "head_timeout_notes": {
+            n: ht.note for n in ran if (ht := http_peers.head_timeout(SUBJECTS[n])) and ht.note
+        },
+    }
+
+
 def _parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="http_suite.py", description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="2 scenarios × 1 s, 1 round")
-    parser.add_argument("--subjects", nargs="+", default=list(SUBJECTS), choices=list(SUBJECTS))
+    parser.add_argument("--subjects", nargs="+", default=None, choices=list(SUBJECTS))
     parser.add_argument("--scenarios", nargs="+", default=None, choices=list(SCENARIOS))
     parser.add_argument("--rounds", type=int, default=None, help="runs per pair (3; quick 1)")
     parser.add_argument(
@@ -623,6 +814,19 @@ def _parse_args(argv: list[str]) -> argparse.Namespace:
     )
     parser.add_argument(
         "--idle-connections", type=int, default=None, help="idle scenario (10000; quick 2000)"
+    )
+    parser.add_argument(
+        "--slowloris-connections",
+        type=int,
+        default=SLOWLORIS_CONNECTIONS,
+        help=f"slowloris scenario ({SLOWLORIS_CONNECTIONS})",
+    )
+    parser.add_argument(
+        "--head-timeout",
+        type=float,
+        default=HEAD_TIMEOUT,
+        help=f"seconds, given to every server that has one in the slowloris scenario "
+        f"({HEAD_TIMEOUT:g}); its wrk runs last at least {SLOWLORIS_MARGIN:g} s longer",
     )
     parser.add_argument("--server-cpu", type=int, default=SERVER_CPU, help="pin the server here")
     parser.add_argument("--client-cpu", type=int, default=CLIENT_CPU, help="pin the load here")
@@ -633,16 +837,26 @@ def _parse_args(argv: list[str]) -> argparse.Namespace:
 def _tools(scenarios: list[Scenario], work: Path) -> Tools:
     """wrk, the idle client and the C floor: found, installed or built, or why not."""
     wrk, wrk_error = (None, None)
-    if any(sc.kind == "wrk" for sc in scenarios):
+    if any(sc.kind in ("wrk", "slowloris") for sc in scenarios):
         wrk, wrk_error = harness.ensure_wrk()
     client, client_error = (None, None)
     if any(sc.kind == "idle" for sc in scenarios):
         client, client_error = harness.build_c_tool(CLIENT_SRC, work)
     floor, floor_error = harness.build_c_tool(FLOOR_SRC, work)
-    for what, why in (("wrk", wrk_error), ("idle client", client_error), (FLOOR, floor_error)):
+    slowloris, slowloris_error = (None, None)
+    if any(sc.kind == "slowloris" for sc in scenarios):
+        slowloris, slowloris_error = harness.build_c_tool(SLOWLORIS_SRC, work)
+    for what, why in (
+        ("wrk", wrk_error),
+        ("idle client", client_error),
+        (FLOOR, floor_error),
+        ("slowloris client", slowloris_error),
+    ):
         if why:
             print(f"  {what}: {why}", flush=True)
-    return Tools(work, wrk, wrk_error, client, client_error, floor, floor_error)
+    return Tools(
+        work, wrk, wrk_error, client, client_error, floor, floor_error, slowloris, slowloris_error
+    )
 
 
 if __name__ == "__main__":
