@@ -363,7 +363,7 @@ pub(crate) fn end_with_error(conn: &Bound<'_, HttpConn>, id: u64, status: u16, r
     if ended {
         HttpConn::response_ended(conn, After::Close)?;
     }
-    HttpConn::close_when_flushed(conn)
+    HttpConn::linger_when_flushed(conn)
 }
 
 /// `http.response.start` (or a native response's status line): recorded, written with the

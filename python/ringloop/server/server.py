@@ -28,7 +28,10 @@ from .importer import detect_interface, load
 from .lifespan import Lifespan, LifespanFailed
 from .logs import logger
 
-SWEEP_INTERVAL = 1.0
+# Timeouts are checked this often (a connection is cut at most this late), and at most
+# SWEEP_BATCH connections are closed before the loop serves the others (see ServerState.sweep).
+SWEEP_INTERVAL = 0.25
+SWEEP_BATCH = 64
 
 
 def bind_socket(config: Config, *, reuse_port: bool = False) -> socket.socket:
@@ -238,9 +241,11 @@ class Server:
         self.stop()
 
     def _sweep(self) -> None:
-        if self.state is not None:
-            self.state.sweep()
         loop = asyncio.get_running_loop()
+        if self.state is not None and self.state.sweep(SWEEP_BATCH):
+            # More to close: the rest after the loop has served what is ready.
+            self._sweeper = loop.call_soon(self._sweep)
+            return
         self._sweeper = loop.call_later(SWEEP_INTERVAL, self._sweep)
 
     async def _shutdown(self, lifespan: Lifespan) -> None:

@@ -7,14 +7,24 @@ use pyo3::prelude::*;
 use super::HttpConn;
 use crate::http::h1::Phase;
 
+/// How long a connection half-closed after an error answer reads what its client still sends
+/// before it is closed anyway (as nginx's `lingering_timeout`-like bound).
+const LINGER_NS: u64 = 2_000_000_000;
+
 impl HttpConn {
-    /// Close a connection whose phase outlived its timeout (`ServerState::sweep`).
-    pub(crate) fn check_timeout(slf: &Bound<'_, Self>, now: u64) -> PyResult<()> {
+    /// Close a connection whose phase outlived its timeout (`ServerState::sweep`); `true` if
+    /// it did.
+    pub(crate) fn check_timeout(slf: &Bound<'_, Self>, now: u64) -> PyResult<bool> {
         let py = slf.py();
         let this = slf.get();
         let t = &this.server.get().timeouts;
         let verdict = {
             let st = this.st.borrow(py)?;
+            if st.lingering && !st.lost && now.saturating_sub(st.since) > LINGER_NS {
+                drop(st);
+                Self::abort(slf)?;
+                return Ok(true);
+            }
             if st.lost || st.close_after {
                 None
             } else {
@@ -31,16 +41,12 @@ impl HttpConn {
             }
         };
         match verdict {
-            None => Ok(()),
-            Some(None) => {
-                Self::close_when_flushed(slf)?;
-                Self::flush(slf)
-            }
-            Some(Some(rule)) => {
-                Self::reject(slf, 408, rule)?;
-                Self::flush(slf)
-            }
+            None => return Ok(false),
+            Some(None) => Self::close_when_flushed(slf)?,
+            Some(Some(rule)) => Self::reject(slf, 408, rule)?,
         }
+        Self::flush(slf)?;
+        Ok(true)
     }
 
     /// Graceful shutdown: idle connections close now; busy ones after their response.

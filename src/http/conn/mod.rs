@@ -74,6 +74,12 @@ pub(crate) struct ConnState {
     pub(crate) lost: bool,
     /// Close once `out` is written.
     close_after: bool,
+    /// ... after half-closing and reading what the client still sends (`linger`): an error
+    /// answer then reaches a client that is still sending, where a close with unread bytes
+    /// would reset the connection and could destroy the answer in flight.
+    linger_after: bool,
+    /// Half-closed after an error answer: reads are discarded until EOF or `LINGER_NS`.
+    pub(crate) lingering: bool,
     /// When the current wait began (idle since, or the body's last progress), and when the
     /// current head began: what the timeouts measure.
     pub(crate) since: u64,
@@ -107,6 +113,9 @@ impl HttpConn {
     fn run(slf: &Bound<'_, Self>) -> PyResult<()> {
         let py = slf.py();
         let this = slf.get();
+        if this.st.borrow(py)?.lingering {
+            return Ok(());
+        }
         this.st.borrow_mut(py)?.in_process = true;
         let r = Self::run_requests(slf);
         this.st.borrow_mut(py)?.in_process = false;
@@ -194,7 +203,11 @@ impl HttpConn {
             let client = this.st.borrow(py)?.client.clone_ref(py);
             debug.call1(py, (format!("request rejected with {status}: {rule}"), client))?;
         }
-        Self::close_when_flushed(slf)
+        if status == 408 {
+            // Too slow: nothing worth reading is coming (a slowloris sends a byte a second).
+            return Self::close_when_flushed(slf);
+        }
+        Self::linger_when_flushed(slf)
     }
 
     /// Start the application for the request whose head is `head`. `Ok(true)`: its response
@@ -340,7 +353,7 @@ impl HttpConn {
         let (want, paused, transport, wake) = {
             let mut st = this.st.borrow_mut(py)?;
             let wake = st.cycle.as_mut().is_some_and(|c| std::mem::take(&mut c.wake));
-            (st.h1.wants_read() && !st.lost, st.read_paused, st.transport.as_ref().map(|t| t.clone_ref(py)), wake)
+            (st.lingering || (st.h1.wants_read() && !st.lost), st.read_paused, st.transport.as_ref().map(|t| t.clone_ref(py)), wake)
         };
         if wake {
             cycle::answer_receiver(slf)?;
@@ -440,6 +453,13 @@ impl NativeProtocol for HttpConn {
     fn feed(slf: &Bound<'_, Self>, data: Received<'_>) -> PyResult<()> {
         let mut st = slf.get().st.borrow_mut(slf.py())?;
         let st = &mut *st;
+        if st.lingering {
+            // After an error answer: what the client still sends is read and dropped.
+            if let Received::Ring(r) = data {
+                r.drain_chunks(|_| {});
+            }
+            return Ok(());
+        }
         match data {
             Received::Slice(b) => st.h1.feed(b),
             Received::Ring(r) => r.drain_chunks(|c| st.h1.feed(c)),
@@ -487,6 +507,8 @@ impl HttpConn {
                 host: None,
                 lost: false,
                 close_after: false,
+                linger_after: false,
+                lingering: false,
                 since: now,
                 head_since: now,
                 idle_phase: true,
@@ -535,6 +557,9 @@ impl HttpConn {
     /// connection closes.
     fn eof_received(slf: &Bound<'_, Self>) -> PyResult<bool> {
         let py = slf.py();
+        if slf.get().st.borrow(py)?.lingering {
+            return Ok(false); // the client read our answer and is done: the transport closes
+        }
         slf.get().st.borrow_mut(py)?.h1.feed_eof();
         Self::run(slf)?;
         let busy = slf.get().st.borrow(py)?.cycle.is_some();

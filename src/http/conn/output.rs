@@ -36,6 +36,9 @@ impl HttpConn {
                 st.out.clear();
                 return Ok(());
             }
+            if st.lingering {
+                return Ok(());
+            }
             (std::mem::take(&mut st.out), st.io.as_ref().map(|i| i.clone_ref(py)), st.transport.as_ref().map(|t| t.clone_ref(py)), st.close_after)
         };
         if !out.is_empty() {
@@ -57,6 +60,9 @@ impl HttpConn {
         }
         if close {
             if let Some(t) = transport {
+                if this.st.borrow(py)?.linger_after {
+                    return Self::start_lingering(slf, t.bind(py));
+                }
                 t.call_method0(py, intern!(py, "close"))?;
             }
         }
@@ -95,6 +101,30 @@ impl HttpConn {
             return Ok(()); // `run` flushes, and closes, when it returns
         }
         Self::queue_flush(slf)
+    }
+
+    /// After an error answer: once it is written, half-close and read (and drop) what the
+    /// client still sends until its EOF or `LINGER_NS`, then close (see `lingering`). A TLS
+    /// connection, which cannot half-close, just closes.
+    pub(crate) fn linger_when_flushed(slf: &Bound<'_, Self>) -> PyResult<()> {
+        slf.get().st.borrow_mut(slf.py())?.linger_after = true;
+        Self::close_when_flushed(slf)
+    }
+
+    /// Half-close now and start lingering, or close if the transport cannot half-close.
+    fn start_lingering(slf: &Bound<'_, Self>, transport: &Bound<'_, PyAny>) -> PyResult<()> {
+        let py = slf.py();
+        if !transport.call_method0(intern!(py, "can_write_eof"))?.is_truthy()? {
+            transport.call_method0(intern!(py, "close"))?;
+            return Ok(());
+        }
+        transport.call_method0(intern!(py, "write_eof"))?;
+        {
+            let mut st = slf.get().st.borrow_mut(py)?;
+            st.lingering = true;
+            st.since = crate::reactor::sys::monotonic_ns();
+        }
+        Self::update_reading(slf)
     }
 
     /// Whether a `send` should wait for the transport's buffer to drain.
