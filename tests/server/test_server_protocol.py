@@ -12,10 +12,11 @@ uvicorn does, and only ringloop is held to the RFC there.
 from __future__ import annotations
 
 import random
+import threading
 import time
 
 import pytest
-from srv_harness import Raw, chunked, exchange, request
+from srv_harness import MiB, Raw, chunked, exchange, request
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -756,6 +757,30 @@ def test_chunked_body_over_the_limit_is_413(limited):
             request("POST", "/echo", headers=[("Transfer-Encoding", "chunked")])
             + chunked([b"x" * 600, b"y" * 600])
         )
+        _assert_rejected(c, {413})
+
+
+def test_413_reaches_a_client_that_is_still_sending(limited):
+    # A client that sends its whole body before it reads (http.client, curl, most libraries)
+    # must get to read the 413: had the server closed with the body unread, the kernel would
+    # answer the rest with an RST, the client's send would fail (EPIPE / ECONNRESET) and it
+    # would raise without reading the answer. The server half-closes and drains instead.
+    with limited.raw(timeout=20) as c:
+        c.send(request("POST", "/echo", headers=[("Content-Length", str(8 * MiB))]))
+        time.sleep(0.3)  # the 413 is written and the server has stopped reading requests
+        errors: list[OSError] = []
+
+        def send_body() -> None:
+            try:
+                for _ in range(8):
+                    c.sock.sendall(b"x" * MiB)
+            except OSError as e:
+                errors.append(e)
+
+        sender = threading.Thread(target=send_body)
+        sender.start()
+        sender.join(20)
+        assert not errors, f"sending the body failed: {errors[0]!r}"
         _assert_rejected(c, {413})
 
 
