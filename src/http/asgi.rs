@@ -157,7 +157,7 @@ impl Send {
     fn task_done(&self, py: Python<'_>, task: &Bound<'_, PyAny>) -> PyResult<()> {
         match task.call_method0(intern!(py, "result")) {
             Ok(result) => self.returned(py, &result),
-            Err(e) => self.failed(py, e.value(py)),
+            Err(e) => self.failed(py, &e.into_value(py).into_bound(py)),
         }
     }
 

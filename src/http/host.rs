@@ -260,7 +260,7 @@ impl Host {
             },
             Stepped::Raised(e) => {
                 if let Some(s) = send {
-                    s.get().failed(py, e.value(py))?;
+                    s.get().failed(py, &e.clone_ref(py).into_value(py).into_bound(py))?;
                 }
                 if is_fatal(py, &e) {
                     return Err(e);

@@ -186,10 +186,15 @@ impl Request {
         Ok(self.fields.iter().find(|(n, _)| n.bind(py).as_bytes() == name.as_slice()).map(|(_, v)| v.clone_ref(py)))
     }
 
-    /// The whole body (synchronous handlers); `None` for async handlers (`await read()`).
+    /// The whole body (synchronous handlers); `b""` for a request without one; `None` for an
+    /// async handler's request with a body (`await read()`).
     #[getter]
     fn body(&self, py: Python<'_>) -> PyResult<Option<Py<PyBytes>>> {
-        Ok(self.body.borrow(py)?.as_ref().map(|b| b.clone_ref(py)))
+        match self.body.borrow(py)?.as_ref() {
+            Some(b) => Ok(Some(b.clone_ref(py))),
+            None if !self.has_body => Ok(Some(PyBytes::new(py, b"").unbind())),
+            None => Ok(None),
+        }
     }
 
     /// `await request.read()`: the whole body (async handlers).

@@ -130,9 +130,16 @@ impl HeadCopy {
         let query = head.query();
         let mut forwarded_for = None;
         let mut forwarded_proto = None;
-        let headers = head
+        let authority = head.authority();
+        let mut headers: Vec<(Py<PyBytes>, Py<PyBytes>)> = head
             .headers()
             .map(|(n, v)| {
+                // An absolute-form target's authority replaces Host (h1 has checked that a
+                // request has exactly one Host field).
+                let v = match authority {
+                    Some(a) if n.eq_ignore_ascii_case(b"host") => a,
+                    _ => v,
+                };
                 if n.len() > 10 && n[0] | 0x20 == b'x' && n[1] == b'-' {
                     if n.eq_ignore_ascii_case(b"x-forwarded-for") {
                         forwarded_for = Some(v.to_vec());
@@ -143,6 +150,11 @@ impl HeadCopy {
                 (header_name(py, n), PyBytes::new(py, v).unbind())
             })
             .collect();
+        if let Some(a) = authority {
+            if head.header(b"host").is_none() {
+                headers.push((header_name(py, b"host"), PyBytes::new(py, a).unbind()));
+            }
+        }
         HeadCopy {
             method: method_str(py, head.method_kind(), head.method()),
             version: head.version(),

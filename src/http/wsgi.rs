@@ -168,7 +168,7 @@ impl Send {
         match written {
             Ok(()) => Ok(()),
             Err(e) if e.is_instance_of::<cycle::ClientDisconnected>(py) => Ok(()),
-            Err(e) => self.failed(py, e.value(py)),
+            Err(e) => self.failed(py, &e.into_value(py).into_bound(py)),
         }
     }
 

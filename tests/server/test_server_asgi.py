@@ -338,15 +338,6 @@ def test_unknown_message_type_raises_and_is_500(asgi):
     assert rec["error"] == "RuntimeError"
 
 
-TRACEBACK_LOST = (
-    "an ASGI application's exception is logged without its traceback (only "
-    "'RuntimeError: boom ...'), whether it raises in its first step or after an await: "
-    "src/http/host.rs report() calls `failed(py, e.value(py))` and PyErr::value() does not "
-    "attach __traceback__ (into_value() does); conn/mod.rs does the same for an app whose "
-    "call itself raises"
-)
-
-
 def _assert_logged_with_traceback(server, mark: int, message: str) -> None:
     wait_until(lambda: message in server.log_since(mark), 5, f"{message!r} logged")
     log = server.log_since(mark)
@@ -354,7 +345,6 @@ def _assert_logged_with_traceback(server, mark: int, message: str) -> None:
     assert "srv_asgi_app.py" in log, "the traceback does not reach the application's frame"
 
 
-@pytest.mark.ringloop_bug(TRACEBACK_LOST)
 def test_exception_after_an_await_is_500_and_logged_with_traceback(asgi):
     mark = asgi.log_mark()
     r = exchange(asgi, request("GET", "/misuse/raise-after-await"))
@@ -362,7 +352,6 @@ def test_exception_after_an_await_is_500_and_logged_with_traceback(asgi):
     _assert_logged_with_traceback(asgi, mark, "boom after an await")
 
 
-@pytest.mark.ringloop_bug(TRACEBACK_LOST)
 def test_exception_before_start_is_500_and_logged_with_traceback(asgi):
     mark = asgi.log_mark()
     r = exchange(asgi, request("GET", "/misuse/raise-before-start"))

@@ -76,11 +76,6 @@ def test_sync_body_content_length_and_chunked(native):
     assert exchange(native, data).body == b"x" * 100 + b"y" * 100000
 
 
-@pytest.mark.ringloop_bug(
-    "a synchronous native handler gets request.body = None, not b'', for a request without "
-    "a body (src/http/native.rs Request.body: the body is set only when one was read), so "
-    "`len(request.body)` or `json.loads(request.body)` fail on a GET"
-)
 def test_sync_body_of_a_bodyless_request_is_empty_bytes(native):
     assert exchange(native, request("POST", "/body-repr", body=b"ab")).body == b"b'ab'"
     assert exchange(native, request("GET", "/body-repr")).body == b"b''"

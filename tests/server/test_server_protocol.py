@@ -803,11 +803,6 @@ def test_absolute_form_target(asgi):
 @pytest.mark.reference_lax(
     "uvicorn keeps the Host field when the target is absolute-form", kinds=BOTH
 )
-@pytest.mark.ringloop_bug(
-    "absolute-form target: the app sees the client's Host field, not the target's authority "
-    "(RFC 9112 §3.2.2: the origin server MUST ignore Host and use the target's host); "
-    "src/http/request.rs HeadCopy::from_head copies Host as sent"
-)
 def test_absolute_form_target_overrides_host(asgi):
     r = exchange(asgi, b"GET http://other.test:81/scope HTTP/1.1\r\nHost: example.test\r\n\r\n")
     hosts = [v["bytes"] for (n, v) in r.json()["headers"] if n["bytes"] == "host"]

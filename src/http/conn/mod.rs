@@ -232,7 +232,7 @@ impl HttpConn {
                     // The app's own coroutine is the task's (no wrapper frame): how it ended is
                     // read off the task (`asgi::watch`).
                     Ok(coro) => Self::spawn(slf, &coro, Some(send.bind(py)))?,
-                    Err(e) => send.get().failed(py, e.value(py))?,
+                    Err(e) => send.get().failed(py, &e.into_value(py).into_bound(py))?,
                 }
             }
             Interface::Native => {

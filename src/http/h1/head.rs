@@ -488,6 +488,21 @@ impl<'a> Head<'a> {
         t.split(|&b| b == b'?').next().unwrap_or(t)
     }
 
+    /// The authority of an absolute-form target (`http://host:port/p` → `host:port`, any
+    /// userinfo dropped); `None` for the other forms. RFC 9112 §3.2.2: when the target has
+    /// one, the server MUST ignore the Host field and use it.
+    pub fn authority(&self) -> Option<&'a [u8]> {
+        let t = self.target();
+        if matches!(t, [b'/', ..]) || self.meta.method_kind == Method::Connect || t == b"*" {
+            return None;
+        }
+        let after = t.windows(3).position(|w| w == b"://")? + 3;
+        let rest = &t[after..];
+        let end = rest.iter().position(|&b| b == b'/' || b == b'?' || b == b'#').unwrap_or(rest.len());
+        let authority = &rest[..end];
+        Some(authority.iter().rposition(|&b| b == b'@').map_or(authority, |i| &authority[i + 1..]))
+    }
+
     /// The query of the target, without `?` (empty if none).
     pub fn query(&self) -> &'a [u8] {
         let t = self.target();

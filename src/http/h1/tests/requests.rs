@@ -96,12 +96,21 @@ fn target_forms() {
     with_head(b"GET http://example.com:8080/p/q?x=1 HTTP/1.1\r\nHost: example.com:8080\r\n\r\n", |h| {
         assert_eq!(h.path(), b"/p/q");
         assert_eq!(h.query(), b"x=1");
+        assert_eq!(h.authority(), Some(&b"example.com:8080"[..]));
     });
-    with_head(b"GET https://example.com HTTP/1.1\r\nHost: example.com\r\n\r\n", |h| assert_eq!(h.path(), b"/"));
+    with_head(b"GET https://example.com HTTP/1.1\r\nHost: example.com\r\n\r\n", |h| {
+        assert_eq!(h.path(), b"/");
+        assert_eq!(h.authority(), Some(&b"example.com"[..]));
+    });
     with_head(b"GET http://example.com?x HTTP/1.1\r\nHost: example.com\r\n\r\n", |h| {
         assert_eq!(h.path(), b"/");
         assert_eq!(h.query(), b"x");
+        assert_eq!(h.authority(), Some(&b"example.com"[..]));
     });
+    // The authority without userinfo; origin-form, `*` and CONNECT have none.
+    with_head(b"GET http://u:p@other.test:81/ HTTP/1.1\r\nHost: a\r\n\r\n", |h| assert_eq!(h.authority(), Some(&b"other.test:81"[..])));
+    with_head(b"GET /p HTTP/1.1\r\nHost: a\r\n\r\n", |h| assert_eq!(h.authority(), None));
+    with_head(b"OPTIONS * HTTP/1.1\r\nHost: a\r\n\r\n", |h| assert_eq!(h.authority(), None));
     refused(b"GET 1http://a/ HTTP/1.1\r\nHost: a\r\n\r\n", Error::TargetForm);
     refused(b"GET mailto:a@b HTTP/1.1\r\nHost: a\r\n\r\n", Error::TargetForm);
     refused(b"GET a/b HTTP/1.1\r\nHost: a\r\n\r\n", Error::TargetForm);
@@ -109,6 +118,7 @@ fn target_forms() {
     with_head(b"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n", |h| {
         assert_eq!(h.path(), b"example.com:443");
         assert_eq!(h.query(), b"");
+        assert_eq!(h.authority(), None);
     });
     refused(b"GET example.com:443 HTTP/1.1\r\nHost: a\r\n\r\n", Error::TargetForm);
     refused(b"CONNECT / HTTP/1.1\r\nHost: a\r\n\r\n", Error::TargetForm);
