@@ -246,20 +246,8 @@ UP_SIZES = [
 UP_BOUND = 64 * MiB
 
 
-UPLOAD_UNBOUNDED = (
-    "on io_uring the request body is read ahead of an application that consumes it more "
-    "slowly than it arrives: RSS grows by about half of what was sent (256 MiB to a consumer "
-    "that sleeps 1 ms per message: +128 MiB; 512 MiB: +256 MiB; epoll and uvicorn: +0) and "
-    "is freed only at the end, so an upload's memory is unbounded. A fast consumer shows it "
-    "intermittently (+300..480 MiB for 1 GiB). The read path does not stop when the "
-    "connection pauses reading (src/http/conn: read_paused / update_reading over "
-    "src/transport/stream/read.rs multishot recv or the readiness-read switch)"
-)
-
-
 @ring_and_uvicorn
 @pytest.mark.parametrize(("size", "is_chunked"), UP_SIZES)
-@pytest.mark.ringloop_bug(UPLOAD_UNBOUNDED, kinds=("ringloop-io_uring",))
 def test_asgi_large_upload_bounded_memory(asgi_ref, pool, size, is_chunked):
     # The application is a little slower than loopback (1 ms every 4th message, about
     # 1 GB/s), as a real one is: the server must hold the client back, not buffer the
@@ -280,7 +268,6 @@ def test_asgi_1gib_download_bounded_memory(asgi_ref, pool):
     assert rss.growth < RSS_BOUND, f"grew {rss.growth / MiB:.0f} MiB for a 1 GiB download"
 
 
-@pytest.mark.ringloop_bug(UPLOAD_UNBOUNDED, kinds=("ringloop-io_uring",))
 def test_wsgi_large_upload_bounded_memory(wsgi):
     # wsgi.input read in 64 KiB pieces from a worker thread: slower than loopback.
     size = BIG if LONG else 512 * MiB

@@ -121,6 +121,9 @@ struct StreamState {
     pending: VecDeque<Py<PyAny>>,
     /// `_drain_pending` is in the ready queue.
     drain_scheduled: bool,
+    /// Reading resumed with a non-empty inbox: the read is armed only once the drain has
+    /// emptied it (see `start_reading`).
+    arm_after_drain: bool,
 }
 
 #[pyclass(module = "ringloop._core", frozen, weakref)]
@@ -203,6 +206,7 @@ impl StreamIO {
                 exact: false,
                 pending: VecDeque::new(),
                 drain_scheduled: false,
+                arm_after_drain: false,
             }),
         })
     }

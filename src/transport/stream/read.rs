@@ -303,6 +303,17 @@ impl StreamIO {
         Ok(())
     }
 
+    /// Arm the read for the current mode (a switch in progress arms it in `_on_switched`).
+    fn arm_read(slf: &Bound<'_, Self>, switching: bool, bulk: bool) -> PyResult<()> {
+        if switching {
+            return Ok(());
+        }
+        if bulk {
+            return Self::read_on_readiness(slf);
+        }
+        Self::read_with_recv(slf)
+    }
+
     /// Queue `_drain_pending` if reading with a non-empty inbox and none is queued yet.
     fn schedule_drain(slf: &Bound<'_, Self>) -> PyResult<()> {
         let py = slf.py();
@@ -358,7 +369,11 @@ impl StreamIO {
     }
 
     /// Start reading: a multishot recv on io_uring, else a reader callback on readiness.
-    /// Completions held while paused are delivered first, by `_drain_pending`.
+    /// Completions held while paused are delivered first, by `_drain_pending`, and the read
+    /// is armed only after them: a multishot recv armed beside a non-empty inbox fills the
+    /// ring from a full socket at once, all of it joins the inbox, and a protocol that takes
+    /// one chunk per resume (an upload consumed slower than it arrives) would see the inbox
+    /// grow by a ring's worth per resume, without bound.
     fn start_reading(slf: &Bound<'_, Self>) -> PyResult<()> {
         let py = slf.py();
         let (switching, bulk) = {
@@ -367,16 +382,14 @@ impl StreamIO {
                 return Ok(());
             }
             st.read.on = true;
+            st.arm_after_drain = !st.pending.is_empty();
+            if st.arm_after_drain {
+                drop(st);
+                return Self::schedule_drain(slf);
+            }
             (st.switching, st.bulk)
         };
-        Self::schedule_drain(slf)?;
-        if switching {
-            return Ok(()); // `_on_switched` installs the reader
-        }
-        if bulk {
-            return Self::read_on_readiness(slf);
-        }
-        Self::read_with_recv(slf)
+        Self::arm_read(slf, switching, bulk)
     }
 
     /// Deliver the inbox front first while reading (see the module docs); scheduled by
@@ -391,7 +404,15 @@ impl StreamIO {
                 if !st.read.on || st.conn_lost > 0 || st.detached {
                     return Ok(());
                 }
-                let Some(item) = st.pending.pop_front() else { return Ok(()) };
+                let Some(item) = st.pending.pop_front() else {
+                    // Emptied while reading: now the socket may be read (see `start_reading`).
+                    if !std::mem::take(&mut st.arm_after_drain) {
+                        return Ok(());
+                    }
+                    let (switching, bulk) = (st.switching, st.bulk);
+                    drop(st);
+                    return Self::arm_read(slf, switching, bulk);
+                };
                 (item.into_bound(py), st.sink.clone_ref(py))
             };
             if let Ok(b) = item.cast::<PyBytes>() {
