@@ -4,8 +4,11 @@
 //! `write_body`, `end`, `abandon`, `end_with_error`). ASGI's `receive`/`send` (`asgi`), the
 //! native handler API (`native`) and the WSGI bridge all write through these.
 //!
-//! The head is held until the first body, so the head, a body known whole and its
-//! `content-length` leave together; a large body is written from the application's own `bytes`
+//! The head is held until the first body or the end of the loop iteration, whichever comes
+//! first: a head, a body known whole and its `content-length` leave together, and a response
+//! that starts and then waits (server-sent events, long polling) shows its head at once, as
+//! uvicorn's does (`head_due`, written by `HttpConn::flush`). A large body is written from the
+//! application's own `bytes`
 //! (framed by `h1`, not copied). `write_body` on a connection the client has closed raises
 //! `ClientDisconnected` (an `OSError`), as ASGI spec 2.4 asks.
 
@@ -366,8 +369,13 @@ pub(crate) fn end_with_error(conn: &Bound<'_, HttpConn>, id: u64, status: u16, r
     HttpConn::linger_when_flushed(conn)
 }
 
+/// The cycle whose `http.response.start` is recorded but not written yet.
+pub(crate) fn head_due(st: &ConnState) -> Option<u64> {
+    st.cycle.as_ref().filter(|c| c.start_seen && !c.started && !c.complete).map(|c| c.id)
+}
+
 /// `http.response.start` (or a native response's status line): recorded, written with the
-/// first body (see the module docs).
+/// first body or at the end of the loop iteration (see the module docs).
 pub(crate) fn record_start(conn: &Bound<'_, HttpConn>, id: u64, status: u16, headers: Option<Py<PyAny>>) -> PyResult<()> {
     if !(100..=999).contains(&status) {
         return Err(PyValueError::new_err(format!("Invalid HTTP status code '{status}' in response.")));
@@ -381,7 +389,8 @@ pub(crate) fn record_start(conn: &Bound<'_, HttpConn>, id: u64, status: u16, hea
     c.start_seen = true;
     c.status = status;
     c.headers = headers;
-    Ok(())
+    drop(st);
+    HttpConn::queue_flush(conn)
 }
 
 /// The response head (once): status and the application's fields, framed by `h1` with
@@ -395,7 +404,9 @@ pub(crate) fn write_head(conn: &Bound<'_, HttpConn>, id: u64, body_len: Option<u
         if c.started {
             return Ok(true);
         }
-        (c.status, c.headers.take())
+        // Kept until written: a head the end of the iteration fails to write (invalid fields)
+        // fails again, to the application, at its first body.
+        (c.status, c.headers.as_ref().map(|h| h.clone_ref(py)))
     };
     // The fields as `bytes`, taken out of the application's objects before the borrow.
     let fields = match headers {
@@ -421,6 +432,7 @@ pub(crate) fn write_head(conn: &Bound<'_, HttpConn>, id: u64, body_len: Option<u
         r.end(body_len, stamp)?;
         if let Some(c) = current(st, id) {
             c.started = true;
+            c.headers = None;
         }
         Ok(true)
     })?;

@@ -58,6 +58,17 @@ async def stream(request: Request):
     return StreamingResponse(lines(), media_type="text/plain")
 
 
+async def late_events(request: Request):
+    # Server-sent events whose first event comes late: the client must see the head first.
+    delay = float(request.query_params.get("delay", "1"))
+
+    async def events():
+        await asyncio.sleep(delay)
+        yield "data: first\n\n"
+
+    return StreamingResponse(events(), media_type="text/event-stream")
+
+
 async def error(request: Request):
     raise RuntimeError("starlette boom")
 
@@ -128,6 +139,7 @@ app = Starlette(
         Route("/form", form, methods=["POST"]),
         Route("/upload", upload, methods=["POST"]),
         Route("/stream", stream),
+        Route("/late-events", late_events),
         Route("/error", error),
         Route("/file", file),
         Route("/results", results),

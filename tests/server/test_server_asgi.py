@@ -212,12 +212,6 @@ def test_receive_streams_the_body_as_it_arrives(asgi):
         assert c._line() == b"0"
 
 
-@pytest.mark.ringloop_bug(
-    "the response head is held until the first http.response.body (src/http/cycle.rs: "
-    "record_start only records, write_head runs from write_body): a streaming response that "
-    "sends its head and then waits (SSE, long polling, this duplex echo) shows the client "
-    "no status or headers until its first body chunk; uvicorn writes them at start"
-)
 def test_response_head_leaves_at_start_before_any_body(asgi):
     with asgi.raw(timeout=2) as c:
         c.send(request("POST", "/duplex", headers=[("Transfer-Encoding", "chunked")]))

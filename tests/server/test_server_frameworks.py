@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import random
+import time
 
 import pytest
 from srv_harness import (
@@ -235,6 +236,22 @@ def test_starlette_file_response(starlette_app, tmp_path):
     part = c.get("/file", params={"path": str(path)}, headers={"Range": "bytes=1000-1999"})
     assert part.status_code == 206
     assert part.content == data[1000:2000]
+
+
+@ON_ASGI_KINDS
+def test_starlette_event_stream_head_before_its_first_event(starlette_app):
+    # StreamingResponse sends http.response.start from a task of its own, then waits for the
+    # generator: the status and headers must reach the client before the first event.
+    with httpx.Client(base_url=starlette_app.server.url(), timeout=10) as own:
+        t0 = time.monotonic()
+        with own.stream("GET", "/late-events", params={"delay": "1.5"}) as r:
+            head_after = time.monotonic() - t0
+            assert r.status_code == 200
+            assert r.headers["content-type"].startswith("text/event-stream")
+            assert r.read() == b"data: first\n\n"
+            body_after = time.monotonic() - t0
+    assert head_after < 1.0, f"the head came after {head_after:.2f} s, with the first event"
+    assert body_after >= 1.4
 
 
 @ON_ASGI_KINDS

@@ -7,6 +7,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
+use super::super::cycle;
 use super::HttpConn;
 use crate::eventloop::core::LoopCore;
 use crate::transport::stream::StreamIO;
@@ -17,7 +18,7 @@ impl HttpConn {
         let py = slf.py();
         {
             let mut st = slf.get().st.borrow_mut(py)?;
-            if st.flush_queued || st.in_process || (st.out.is_empty() && !st.close_after) {
+            if st.flush_queued || st.in_process || (st.out.is_empty() && !st.close_after && cycle::head_due(&st).is_none()) {
                 return Ok(());
             }
             st.flush_queued = true;
@@ -25,10 +26,24 @@ impl HttpConn {
         LoopCore::queue_flush(slf.get().loop_(py).cast::<LoopCore>()?, slf.clone().unbind())
     }
 
-    /// Write `out` now; then close if that was asked.
+    /// Write `out` now, with the head of a response that started and waits (`head_due`);
+    /// then close if that was asked.
     pub(crate) fn flush(slf: &Bound<'_, Self>) -> PyResult<()> {
         let py = slf.py();
         let this = slf.get();
+        let due = {
+            let st = this.st.borrow(py)?;
+            if st.lost || st.lingering || st.close_after {
+                None
+            } else {
+                cycle::head_due(&st)
+            }
+        };
+        if let Some(id) = due {
+            // Framed without knowing the body (chunked, unless the application set
+            // content-length). Invalid fields fail the application's next `send` instead.
+            let _ = cycle::write_head(slf, id, None);
+        }
         let (mut out, io, transport, close) = {
             let mut st = this.st.borrow_mut(py)?;
             st.flush_queued = false;
