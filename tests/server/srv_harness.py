@@ -638,3 +638,19 @@ def stats(server: ServerProc) -> dict[str, Any]:
     r = get(server, "/stats")
     assert r.status == 200, r
     return r.json()
+
+
+# -- shared by the wire-level tests (test_server_protocol, test_server_rejects) -------------------
+
+# Reference kinds, for `reference_lax(..., kinds=...)`.
+H11 = ("uvicorn-h11",)
+HTTPTOOLS = ("uvicorn-httptools",)
+BOTH = H11 + HTTPTOOLS
+
+GOOD = request("GET", "/path?i=good")
+GOOD_BODY = b"GET /path i=good"
+
+
+def expect_path(resp, method: str, path: str, query: str = "") -> None:
+    assert resp.status == 200, resp
+    assert resp.body == f"{method} {path} {query}".encode()
