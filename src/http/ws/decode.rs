@@ -140,7 +140,7 @@ impl Reader {
                     if head.rsv1 {
                         return Err(Error::UnexpectedRsv1);
                     }
-                    if !m.compressed && len > self.max_message - self.buf.len() {
+                    if !m.compressed && len > self.max_message.saturating_sub(self.buf.len()) {
                         return Err(Error::MessageTooBig);
                     }
                 }
@@ -186,19 +186,34 @@ impl Reader {
         let m = self.msg.expect("a data frame belongs to a message");
         if m.compressed {
             let inflater = self.inflater.as_mut().expect("RSV1 only with deflate");
-            inflater.inflate(piece, &mut self.buf, self.max_message)?;
+            let r = inflater.inflate(piece, &mut self.buf, self.max_message);
+            self.inflated(m, r)?;
         } else {
             self.buf.extend_from_slice(piece);
         }
         if m.text {
-            self.check_utf8(false)?;
+            self.check_utf8(self.buf.len(), false)?;
         }
         Ok(())
     }
 
-    fn check_utf8(&mut self, end: bool) -> Result<(), Error> {
-        match std::str::from_utf8(&self.buf[self.utf8_ok..]) {
-            Ok(_) => self.utf8_ok = self.buf.len(),
+    /// After an inflate: on its error, invalid UTF-8 in the bytes inflated before it (within
+    /// the limit) wins. One call may inflate what several smaller pieces would, and the first
+    /// fault in the message's bytes must be the verdict however the payload was split.
+    fn inflated(&mut self, m: Assembling, r: Result<(), Error>) -> Result<(), Error> {
+        if let Err(e) = r {
+            if m.text {
+                self.check_utf8(self.buf.len().min(self.max_message), false)?;
+            }
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// Check `buf[utf8_ok..upto]`; `end`: the message ends at `upto` (no code point may be cut).
+    fn check_utf8(&mut self, upto: usize, end: bool) -> Result<(), Error> {
+        match std::str::from_utf8(&self.buf[self.utf8_ok..upto]) {
+            Ok(_) => self.utf8_ok = upto,
             Err(e) if e.error_len().is_none() && !end => self.utf8_ok += e.valid_up_to(),
             Err(_) => return Err(Error::InvalidUtf8),
         }
@@ -210,14 +225,15 @@ impl Reader {
         let m = self.msg.take().expect("a data frame belongs to a message");
         if m.compressed {
             let inflater = self.inflater.as_mut().expect("RSV1 only with deflate");
-            inflater.finish(&mut self.buf, self.max_message)?;
+            let r = inflater.finish(&mut self.buf, self.max_message);
+            self.inflated(m, r)?;
         }
         if !m.text {
             return Ok(Message::Binary(&self.buf));
         }
-        self.check_utf8(true)?;
+        self.check_utf8(self.buf.len(), true)?;
         debug_assert_eq!(self.utf8_ok, self.buf.len());
-        // SAFETY: check_utf8(true) returned Ok, so from_utf8 accepted every byte of `buf`:
+        // SAFETY: check_utf8(len, true) returned Ok, so from_utf8 accepted every byte of `buf`:
         // `buf[..utf8_ok]` piece by piece (a code point cut by a piece's end was checked again
         // whole with the next piece, since `utf8_ok` stops before it) and the rest just now.
         Ok(Message::Text(unsafe { std::str::from_utf8_unchecked(&self.buf) }))

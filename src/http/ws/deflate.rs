@@ -89,23 +89,31 @@ impl Inflater {
 
 fn inflate_into(d: &mut Decompress, mut input: &[u8], out: &mut Vec<u8>, max: usize) -> Result<(), Error> {
     loop {
+        // Never more than one byte past the limit (enough to know), whatever capacity `out`
+        // kept from an earlier message: so the output of one call, and with it the verdict,
+        // does not depend on how the payload was split.
+        let room = max.saturating_sub(out.len()).saturating_add(1);
         if out.len() == out.capacity() {
-            if out.len() > max {
-                return Err(Error::MessageTooBig);
-            }
-            // Grow by the size so far (at least 4 KiB), never past max + 1: one byte over the
-            // limit is enough to know.
-            let room = (max - out.len()).saturating_add(1);
             out.reserve_exact(out.len().max(4096).min(room));
         }
+        let len = out.len();
+        let spare = out.spare_capacity_mut();
+        let avail = spare.len().min(room);
         let (in0, out0) = (d.total_in(), d.total_out());
-        let status = d.decompress_vec(input, out, FlushDecompress::Sync).map_err(|_| Error::InvalidDeflate)?;
-        let used = (d.total_in() - in0) as usize;
-        let made = d.total_out() - out0;
-        input = &input[used..];
+        let status = d.decompress_uninit(input, &mut spare[..avail], FlushDecompress::Sync);
+        let made = (d.total_out() - out0) as usize;
+        debug_assert!(made <= avail);
+        // SAFETY: zlib wrote `made` bytes (its total_out advanced by that much, also when it
+        // then reported an error) at the start of the `avail` bytes of spare capacity it was
+        // given, so `out[len..len + made]` is initialised and within the capacity.
+        unsafe { out.set_len(len + made) };
+        // The limit first: the bytes inflated come before whatever broke the stream after
+        // them, and a piece by piece inflate would have stopped at the limit already.
         if out.len() > max {
             return Err(Error::MessageTooBig);
         }
+        let status = status.map_err(|_| Error::InvalidDeflate)?;
+        input = &input[(d.total_in() - in0) as usize..];
         match status {
             // A block with BFINAL set ends the stream (RFC 7692 §7.2.3.4 allows it); what
             // follows in the message (the tail, or a new stream) goes to a fresh inflater.
@@ -115,10 +123,10 @@ fn inflate_into(d: &mut Decompress, mut input: &[u8], out: &mut Vec<u8>, max: us
                     return Ok(());
                 }
             }
-            _ if input.is_empty() && out.len() < out.capacity() => return Ok(()),
+            _ if input.is_empty() && made < avail => return Ok(()),
             // No progress with input left and room for output: the stream is stuck (zlib says
             // BufError); without this the loop would spin.
-            _ if used == 0 && made == 0 && out.len() < out.capacity() => return Err(Error::InvalidDeflate),
+            _ if made == 0 && d.total_in() == in0 => return Err(Error::InvalidDeflate),
             _ => {}
         }
     }

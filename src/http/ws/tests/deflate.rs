@@ -141,3 +141,24 @@ fn rsv1_rules_with_deflate() {
 fn garbage_deflate_is_1007() {
     fails_cfg(&client_frame(true, true, OpCode::Binary, &[0xff, 0xff, 0xff, 0xff]), Config::default(), on(), &[], Error::InvalidDeflate);
 }
+
+#[test]
+fn the_first_fault_in_the_inflated_bytes_wins_however_split() {
+    // Invalid UTF-8 then a corrupt block: inflated in one call the deflate error comes last,
+    // byte by byte the UTF-8 error is seen first; the verdict must be the same (found by the
+    // fuzz target).
+    let mut c = compressed(&mut client_deflater(&Params::default()), b"ok \xff then");
+    c.extend_from_slice(&[0xff; 8]);
+    fails_cfg(&client_frame(true, true, OpCode::Text, &c), Config::default(), on(), &[], Error::InvalidUtf8);
+    // Invalid UTF-8 within the limit, then more than the limit.
+    let mut msg = b"ok \xff".to_vec();
+    msg.extend_from_slice(&[b'a'; 1000]);
+    let c = compressed(&mut client_deflater(&Params::default()), &msg);
+    let config = Config { max_message: 100, ..Config::default() };
+    fails_cfg(&client_frame(true, true, OpCode::Text, &c), config.clone(), on(), &[], Error::InvalidUtf8);
+    // Valid text past the limit is 1009, split or not (a receive buffer kept from a large
+    // earlier message must not let one call inflate past the limit).
+    let c = compressed(&mut client_deflater(&Params::default()), &[b'a'; 1000]);
+    let input = cat(&[&client_message(OpCode::Binary, &[7; 90], 30), &client_frame(true, true, OpCode::Text, &c)]);
+    fails_cfg(&input, config, on(), &[Ev::Binary(vec![7; 90])], Error::MessageTooBig);
+}
