@@ -21,6 +21,11 @@
 //!   cut by the piece's end (checked again with the next piece, and invalid if the message
 //!   ends there).
 //!
+//! A compressed message is inflated piece by piece too, and when it breaks several rules the
+//! first fault in its inflated bytes is the verdict: invalid UTF-8 before the limit or before a
+//! corrupt block wins over them, and the limit over a corrupt block after it — one inflate of
+//! a whole payload reaches further than piece-sized ones, and must not decide differently.
+//!
 //! A control frame (at most 125 bytes) is waited for whole, unconsumed, then returned in place.
 //! The same bytes give the same messages and the same verdict however they are split; the
 //! tests and the fuzz target check it.
