@@ -1,0 +1,51 @@
+//! Arbitrary upgrade request fields through the WebSocket handshake: never a panic, and when
+//! permessage-deflate is agreed, the answer we write is itself a valid offer that the same
+//! settings accept with the same parameters and the same answer (so what we write parses, and
+//! every value in it is in range).
+//!
+//! Input layout: byte 0 picks the server's deflate settings (bits 0-1: the no-context-takeover
+//! flags, bits 2-4 and 5-7: server and client window bits 8 + n); the rest is field lines,
+//! `name:value` separated by LF, added after a valid set of upgrade fields so that the
+//! extension and subprotocol parsers are reached most of the time.
+
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+#[path = "../../src/http/ws/mod.rs"]
+mod ws;
+
+use ws::extension::{negotiate, parse};
+use ws::{check, DeflateConfig};
+
+fuzz_target!(|data: &[u8]| {
+    let Some((&flags, rest)) = data.split_first() else {
+        return;
+    };
+    let cfg = DeflateConfig {
+        server_no_context_takeover: flags & 1 != 0,
+        client_no_context_takeover: flags & 2 != 0,
+        server_max_window_bits: 8 + ((flags >> 2) & 7),
+        client_max_window_bits: 8 + (flags >> 5),
+    };
+    let mut fields: Vec<(&[u8], &[u8])> = vec![
+        (b"upgrade", b"websocket"),
+        (b"connection", b"upgrade"),
+        (b"sec-websocket-version", b"13"),
+        (b"sec-websocket-key", b"dGhlIHNhbXBsZSBub25jZQ=="),
+    ];
+    for line in rest.split(|&b| b == b'\n') {
+        let colon = line.iter().position(|&b| b == b':').unwrap_or(line.len());
+        fields.push((&line[..colon], line.get(colon + 1..).unwrap_or(b"")));
+    }
+    let Ok(up) = check(b"GET", b"HTTP/1.1", fields.iter().copied()) else {
+        return;
+    };
+    let _ = up.response_headers(up.subprotocols.first().map(Vec::as_slice), None).count();
+    if let Some((params, answer)) = up.negotiate_deflate(&cfg) {
+        assert!((8..=15).contains(&params.server_max_window_bits) && (8..=15).contains(&params.client_max_window_bits));
+        let again = parse([answer.as_slice()]).expect("our answer parses");
+        assert_eq!(again.len(), 1);
+        assert_eq!(negotiate(&again, &cfg), Some((params, answer)), "our answer as an offer");
+    }
+});
