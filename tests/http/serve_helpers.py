@@ -27,49 +27,22 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+# free_port, unavailable and wait_until are the suite's from here too.
+from harness_basics import free_port, unavailable, wait_until  # noqa: F401
+
 HOST = "127.0.0.1"
 HERE = Path(__file__).resolve().parent
 PYTHON = sys.executable
 # A missing tool fails instead of skipping when CI runs the suite or the developer asks.
-REQUIRE = os.environ.get("CI") == "true" or os.environ.get("RINGLOOP_REQUIRE") == "1"
 TOKEN_VAR = "SERVE_TEST_TOKEN"
 SERVING = re.compile(r"ringloop serving \S+ \((\d+)\)")
-
-
-def unavailable(reason: str) -> None:
-    """Skip (or, under CI / RINGLOOP_REQUIRE=1, fail) for want of a tool."""
-    if REQUIRE:
-        pytest.fail(f"{reason} (required under CI / RINGLOOP_REQUIRE=1)")
-    pytest.skip(reason)
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 the kernel just handed out."""
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
-
-
-def wait_until(condition: Callable[[], Any], timeout: float, what: str) -> Any:
-    """Poll `condition()` until it returns something true; fail naming `what` after
-    `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        with contextlib.suppress(OSError):
-            result = condition()
-            if result:
-                return result
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.02)
 
 
 def _die_with_parent() -> None:

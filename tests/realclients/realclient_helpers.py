@@ -30,7 +30,8 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-import pytest
+# free_port and unavailable are the suite's from here too.
+from harness_basics import free_port, unavailable  # noqa: F401
 
 HOST = "127.0.0.1"
 
@@ -38,30 +39,13 @@ HOST = "127.0.0.1"
 # pointing at the await that never finished rather than as a killed test.
 LONG = 30.0
 
-# A missing server fails instead of skipping when CI runs the suite or the developer asks for it.
-REQUIRE = os.environ.get("CI") == "true" or os.environ.get("RINGLOOP_REQUIRE") == "1"
 
 MiB = 1024 * 1024
-
-
-def unavailable(reason: str):
-    """Skip (or, under CI / RINGLOOP_REQUIRE=1, fail) because a server cannot be had."""
-    if REQUIRE:
-        pytest.fail(f"{reason} (a real server is required under CI / RINGLOOP_REQUIRE=1)")
-    pytest.skip(reason)
 
 
 def run(loop: asyncio.AbstractEventLoop, aw, timeout: float = LONG):
     """Run ``aw`` on ``loop``; a hang becomes TimeoutError after ``timeout`` seconds."""
     return loop.run_until_complete(asyncio.wait_for(aw, timeout))
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that the kernel just handed out (for servers that must bind
-    the port themselves; the window in which another process could take it is tiny)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
 
 
 # -- Debian packages ---------------------------------------------------------------------------

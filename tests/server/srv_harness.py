@@ -26,48 +26,20 @@ import signal
 import socket
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
+from harness_basics import free_port, unavailable, wait_until
 
 HOST = "127.0.0.1"
 HERE = Path(__file__).resolve().parent
 PYTHON = sys.executable
 # A missing tool fails instead of skipping when CI runs the suite or the developer asks.
-REQUIRE = os.environ.get("CI") == "true" or os.environ.get("RINGLOOP_REQUIRE") == "1"
 LONG = os.environ.get("RINGLOOP_LONG") == "1"
 
 MiB = 1024 * 1024
-
-
-def unavailable(reason: str) -> None:
-    """Skip (or, under CI / RINGLOOP_REQUIRE=1, fail) for want of a tool."""
-    if REQUIRE:
-        pytest.fail(f"{reason} (required under CI / RINGLOOP_REQUIRE=1)")
-    pytest.skip(reason)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
-
-
-def wait_until(condition: Callable[[], Any], timeout: float, what: str) -> Any:
-    """Poll `condition()` until it returns something true; fail naming `what` after
-    `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        with contextlib.suppress(OSError):
-            result = condition()
-            if result:
-                return result
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.02)
 
 
 # -- what serves ----------------------------------------------------------------------------------
