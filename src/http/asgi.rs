@@ -56,12 +56,17 @@ pub(crate) fn watch(send: &Bound<'_, Send>, task: &Bound<'_, PyAny>) -> PyResult
 pub struct Receive {
     pub(crate) conn: Py<HttpConn>,
     pub(crate) cycle: u64,
+    /// The cycle has the `websocket` scope (`websocket::asgi`).
+    pub(crate) ws: bool,
 }
 
 #[pymethods]
 impl Receive {
     fn __call__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let conn = self.conn.bind(py);
+        if self.ws {
+            return super::websocket::asgi::receive(conn, self.cycle);
+        }
         let loop_ = conn.get().server.get().loop_.bind(py).clone();
         let got = cycle::poll_body(conn, self.cycle)?;
         HttpConn::update_reading(conn)?;
@@ -100,6 +105,8 @@ impl Receive {
 pub struct Send {
     pub(crate) conn: Py<HttpConn>,
     pub(crate) cycle: u64,
+    /// The cycle has the `websocket` scope (`websocket::asgi`).
+    pub(crate) ws: bool,
 }
 
 /// A message's `type`.
@@ -130,6 +137,9 @@ impl Send {
         if !quiet {
             self.conn.get().server.get().log_error.call1(py, (format!("Exception in {}\n", self.what(py).replace("callable", "application")), exc))?;
         }
+        if self.ws && self.ws_ended(py, true)? {
+            return Ok(());
+        }
         cycle::abandon(self.conn.bind(py), self.cycle)
     }
 
@@ -137,6 +147,12 @@ impl Send {
     /// or the connection closed), logged as uvicorn words it.
     pub(crate) fn returned(&self, py: Python<'_>, result: &Bound<'_, PyAny>) -> PyResult<()> {
         let log = &self.conn.get().server.get().log_error;
+        if self.ws && self.ws_ended(py, false)? {
+            if !result.is_none() {
+                log.call1(py, (format!("ASGI callable should return None, but returned '{}'.", result.repr()?), py.None()))?;
+            }
+            return Ok(());
+        }
         let state = {
             let mut st = self.conn.get().st.borrow_mut(py)?;
             current(&mut st, self.cycle).map(|c| (c.started, c.complete))
@@ -150,6 +166,36 @@ impl Send {
             log.call1(py, (format!("ASGI callable should return None, but returned '{}'.", result.repr()?), py.None()))?;
         }
         cycle::abandon(self.conn.bind(py), self.cycle)
+    }
+
+    /// A WebSocket application ended (`error`: it raised): `true` if the session took it (an
+    /// open session closes; one still in its handshake gets the 500 with a log line), `false`
+    /// when the upgrade was denied and the cycle is an HTTP one.
+    fn ws_ended(&self, py: Python<'_>, error: bool) -> PyResult<bool> {
+        let conn = self.conn.bind(py);
+        let handshake = {
+            let mut st = conn.get().st.borrow_mut(py)?;
+            match st.ws.as_deref().filter(|w| w.cycle == self.cycle) {
+                None => return Ok(false),
+                Some(w) => {
+                    let h = matches!(w.phase, super::websocket::Phase::Handshake(_));
+                    if h {
+                        st.ws = None;
+                    }
+                    h
+                }
+            }
+        };
+        if !handshake {
+            super::websocket::app_ended(conn, self.cycle, error)?;
+            return Ok(true);
+        }
+        if !error {
+            let log = &conn.get().server.get().log_error;
+            log.call1(py, ("ASGI callable returned without sending handshake.", py.None()))?;
+        }
+        cycle::end_with_error(conn, self.cycle, 500, "websocket-no-handshake")?;
+        Ok(true)
     }
 
     /// How the application's task ended (see `watch`): `result()` returns what it returned, or
@@ -191,6 +237,13 @@ impl Send {
         let conn = this.conn.bind(py);
         let msg = message.cast::<PyDict>().map_err(|_| PyTypeError::new_err("an ASGI message must be a dict"))?;
         let ty = message_type(msg)?;
+        if this.ws {
+            super::websocket::asgi::send(conn, this.cycle, ty.to_str()?, msg)?;
+            if conn.get().write_blocked(py)? {
+                return Ok(HttpConn::drained(conn)?.into_bound(py));
+            }
+            return cycle::done_future(py);
+        }
         match ty.to_str()? {
             "http.response.start" => this.start(py, msg)?,
             "http.response.body" => this.body(py, msg)?,

@@ -58,6 +58,8 @@ pub(crate) struct Cycle {
     /// A synchronous native handler's request, waiting for its whole body (`collected`).
     pub(crate) pending: Option<Py<super::native::Request>>,
     pub(crate) collected: Option<Collected>,
+    /// The application has the `websocket` scope (`websocket`).
+    pub(crate) websocket: bool,
 }
 
 impl Cycle {
@@ -80,6 +82,7 @@ impl Cycle {
             wake: false,
             pending: None,
             collected: None,
+            websocket: false,
         }
     }
 
@@ -317,6 +320,7 @@ pub(crate) fn answer_receiver(conn: &Bound<'_, HttpConn>) -> PyResult<()> {
     let py = conn.py();
     let this = conn.get();
     let id = match this.st.borrow(py)?.cycle.as_ref() {
+        Some(c) if c.websocket => return super::websocket::asgi::answer_receiver(conn),
         Some(c) if c.receive_waiter.is_some() => c.id,
         _ => return Ok(()),
     };
@@ -339,7 +343,8 @@ pub(crate) fn answer_receiver(conn: &Bound<'_, HttpConn>) -> PyResult<()> {
 /// of the disconnect.
 pub(crate) fn cycle_over(py: Python<'_>, mut c: Cycle) -> PyResult<()> {
     if let Some(w) = c.receive_waiter.take() {
-        resolve(w.bind(py), &disconnect(py)?)?;
+        let msg = if c.websocket { super::websocket::asgi::disconnect(py, super::ws::code::ABNORMAL, "")? } else { disconnect(py)? };
+        resolve(w.bind(py), &msg)?;
     }
     Ok(())
 }
@@ -528,7 +533,7 @@ pub(crate) fn abandon(conn: &Bound<'_, HttpConn>, id: u64) -> PyResult<()> {
 
 /// Response headers as `(name, value)` bytes pairs: a list or tuple of 2-tuples (what every
 /// framework sends) is read by index, anything else iterated.
-fn header_fields<'py>(headers: &Bound<'py, PyAny>) -> PyResult<Vec<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)>> {
+pub(crate) fn header_fields<'py>(headers: &Bound<'py, PyAny>) -> PyResult<Vec<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)>> {
     let pair = |item: &Bound<'py, PyAny>| -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
         let (n, v) = if let Ok(t) = item.cast::<PyTuple>() {
             if t.len() != 2 {

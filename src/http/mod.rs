@@ -1,6 +1,7 @@
 //! The HTTP server's native half. `h1` is sans-I/O HTTP/1.1 (no PyO3); `conn` joins it to the
 //! stream transport and the application, one connection each; `request` turns a request head
-//! into Python objects; `ws` is sans-I/O WebSocket (no PyO3 either); `asgi` is the ASGI request
+//! into Python objects; `ws` is sans-I/O WebSocket (no PyO3 either); `websocket` joins `ws` to the
+//! connection and to ASGI's `websocket` scope; `asgi` is the ASGI request
 //! cycle (`receive`/`send`); `server` what the connections of one worker share.
 //! The Python half is `ringloop.server`.
 
@@ -13,5 +14,6 @@ pub mod host;
 pub mod native;
 pub mod request;
 pub mod server;
+pub mod websocket;
 pub mod ws;
 pub mod wsgi;

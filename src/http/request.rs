@@ -30,6 +30,8 @@ pub(crate) struct HeadCopy {
     pub(crate) has_body: bool,
     /// Its Content-Length (`None` when chunked or absent).
     pub(crate) body_len: Option<u64>,
+    /// It asks to upgrade to WebSocket (`Connection: upgrade`, `Upgrade: websocket`).
+    pub(crate) websocket: bool,
 }
 
 macro_rules! cached_str {
@@ -169,6 +171,7 @@ impl HeadCopy {
                 Framing::Length(n) => Some(n),
                 _ => None,
             },
+            websocket: head.upgrade().is_some_and(|u| u.split(|&b| b == b',').any(|p| p.trim_ascii().eq_ignore_ascii_case(b"websocket"))),
         }
     }
 

@@ -54,6 +54,18 @@ pub struct Timeouts {
     pub body: u64,
 }
 
+/// WebSocket settings (`--ws*`); `None` in `ServerState`: upgrade requests are plain HTTP.
+#[derive(Debug, Clone)]
+pub struct WsSettings {
+    pub config: super::ws::Config,
+    /// What permessage-deflate we agree to (`None`: not offered, `--ws-per-message-deflate`).
+    pub deflate: Option<super::ws::DeflateConfig>,
+    /// A ping after this long without a byte from the client (0: never).
+    pub ping_interval: u64,
+    /// The connection fails when nothing arrives this long after a ping.
+    pub ping_timeout: u64,
+}
+
 /// The `date` header, refreshed at most once a second.
 struct Date {
     cache: DateCache,
@@ -100,6 +112,7 @@ pub struct ServerState {
     pub(crate) max_requests: Option<u64>,
     /// Called once when `max_requests` is reached.
     pub(crate) on_max_requests: Option<Py<PyAny>>,
+    pub(crate) ws: Option<WsSettings>,
     date: GilCell<Date>,
     pub(crate) requests: AtomicU64,
     pub(crate) in_flight: AtomicU64,
@@ -156,7 +169,8 @@ impl ServerState {
         root_path = "", scheme = "http", server_header = Some("ringloop".to_owned()),
         date_header = true, access_log = None, log_error, log_debug = None, proxy_trusted = None,
         limit_concurrency = None, max_requests = None, on_max_requests = None, wsgi_submit = None,
-        headers = Vec::new(),
+        headers = Vec::new(), ws = "auto", ws_max_size = 16 * 1024 * 1024, ws_ping_interval = Some(20.0),
+        ws_ping_timeout = Some(20.0), ws_per_message_deflate = true,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn py_new(
@@ -185,6 +199,11 @@ impl ServerState {
         on_max_requests: Option<Py<PyAny>>,
         wsgi_submit: Option<Py<PyAny>>,
         headers: Vec<(String, String)>,
+        ws: &str,
+        ws_max_size: usize,
+        ws_ping_interval: Option<f64>,
+        ws_ping_timeout: Option<f64>,
+        ws_per_message_deflate: bool,
     ) -> PyResult<ServerState> {
         let ns = |s: f64, what: &str| -> PyResult<u64> {
             if s.is_nan() || s < 0.0 {
@@ -202,13 +221,25 @@ impl ServerState {
                 return Err(PyValueError::new_err(format!("invalid default header {n}: {v:?}")));
             }
         }
+        let interface = Interface::parse(interface)?;
+        let ws = match (ws, interface) {
+            ("off", _) | ("auto", Interface::Native | Interface::NativeAsync | Interface::Wsgi) => None,
+            ("on" | "auto", Interface::Asgi) => Some(WsSettings {
+                config: super::ws::Config { max_message: ws_max_size.max(1), ..super::ws::Config::default() },
+                deflate: ws_per_message_deflate.then(super::ws::DeflateConfig::default),
+                ping_interval: ns(ws_ping_interval.unwrap_or(0.0), "ws_ping_interval")?,
+                ping_timeout: ns(ws_ping_timeout.unwrap_or(0.0), "ws_ping_timeout")?,
+            }),
+            ("on", _) => return Err(PyValueError::new_err(format!("--ws on: WebSocket needs the ASGI interface, not {interface:?}"))),
+            (other, _) => return Err(PyValueError::new_err(format!("--ws: {other:?} is not one of auto, on, off"))),
+        };
         let limits = Limits { max_request_line, max_header_bytes, max_headers: max_headers.min(256), max_body, ..Limits::default() };
         let scheme = PyString::new(py, scheme);
         let root_path = PyString::new(py, root_path);
         let scope_template = super::request::scope_template(py, &scheme, &root_path)?.unbind();
         Ok(ServerState {
             app,
-            interface: Interface::parse(interface)?,
+            interface,
             runner,
             wsgi_submit,
             loop_,
@@ -233,6 +264,7 @@ impl ServerState {
             limit_concurrency,
             max_requests,
             on_max_requests,
+            ws,
             date: GilCell::new(Date { cache: DateCache::new(SystemTime::now()), second: monotonic_ns() / 1_000_000_000 }),
             requests: AtomicU64::new(0),
             in_flight: AtomicU64::new(0),

@@ -154,6 +154,11 @@ class Server:
             max_requests=c.max_requests(self.worker),
             on_max_requests=self._max_requests_reached,
             wsgi_submit=wsgi_submit,
+            ws=c.ws,
+            ws_max_size=c.ws_max_size,
+            ws_ping_interval=c.ws_ping_interval,
+            ws_ping_timeout=c.ws_ping_timeout,
+            ws_per_message_deflate=c.ws_per_message_deflate,
         )
 
     # -- running ------------------------------------------------------------------------------

@@ -18,6 +18,10 @@ impl HttpConn {
         let py = slf.py();
         let this = slf.get();
         let t = &this.server.get().timeouts;
+        if this.st.borrow(py)?.ws.is_some() {
+            // A WebSocket session has its own clock: pings, and the close handshake's timeout.
+            return crate::http::websocket::check_timeout(slf, now);
+        }
         let verdict = {
             let st = this.st.borrow(py)?;
             if st.lingering && !st.lost && now.saturating_sub(st.since) > LINGER_NS {
@@ -52,6 +56,9 @@ impl HttpConn {
     /// Graceful shutdown: idle connections close now; busy ones after their response.
     pub(crate) fn begin_shutdown(slf: &Bound<'_, Self>) -> PyResult<()> {
         let py = slf.py();
+        if crate::http::websocket::begin_shutdown(slf)? {
+            return Ok(());
+        }
         let idle = {
             let mut st = slf.get().st.borrow_mut(py)?;
             st.h1.set_close();

@@ -39,6 +39,7 @@ use super::cycle::{self, Cycle};
 use super::request::{self, HeadCopy};
 use super::h1::{After, Conn, Event, Phase, Stamp, CONTINUE};
 use super::server::{Interface, ServerState};
+use super::websocket::{self, WsState};
 use crate::eventloop::core::LoopCore;
 use crate::eventloop::flush::FlushAtEnd;
 use crate::eventloop::gil_cell::GilCell;
@@ -67,13 +68,15 @@ pub(crate) struct ConnState {
     /// We paused the transport's reading (back-pressure of an unread body).
     read_paused: bool,
     /// The transport asked us to stop writing (its buffer is above the high-water mark).
-    write_paused: bool,
+    pub(crate) write_paused: bool,
     drain_waiters: Vec<Py<PyAny>>,
     /// The connection's host task's coroutine (`host.rs`), made with its first request.
     host: Option<Py<Host>>,
     pub(crate) lost: bool,
+    /// The WebSocket session of an upgrade request, from its head until the session ends.
+    pub(crate) ws: Option<Box<WsState>>,
     /// Close once `out` is written.
-    close_after: bool,
+    pub(crate) close_after: bool,
     /// ... after half-closing and reading what the client still sends (`linger`): an error
     /// answer then reaches a client that is still sending, where a close with unread bytes
     /// would reset the connection and could destroy the answer in flight.
@@ -117,7 +120,8 @@ impl HttpConn {
             return Ok(());
         }
         this.st.borrow_mut(py)?.in_process = true;
-        let r = Self::run_requests(slf);
+        let session = websocket::open(&mut *this.st.borrow_mut(py)?).is_some();
+        let r = if session { websocket::process(slf) } else { Self::run_requests(slf) };
         this.st.borrow_mut(py)?.in_process = false;
         Self::flush(slf)?;
         r
@@ -223,11 +227,12 @@ impl HttpConn {
         };
         server.in_flight.fetch_add(1, Ordering::Relaxed);
         match server.interface {
+            Interface::Asgi if head.websocket && server.ws.is_some() => return websocket::asgi::start(slf, &head, id),
             Interface::Asgi => {
                 let (scope, cycle) = asgi::request(slf, &head, id)?;
                 this.st.borrow_mut(py)?.cycle = Some(cycle);
-                let receive = Py::new(py, asgi::Receive { conn: slf.clone().unbind(), cycle: id })?;
-                let send = Py::new(py, asgi::Send { conn: slf.clone().unbind(), cycle: id })?;
+                let receive = Py::new(py, asgi::Receive { conn: slf.clone().unbind(), cycle: id, ws: false })?;
+                let send = Py::new(py, asgi::Send { conn: slf.clone().unbind(), cycle: id, ws: false })?;
                 match server.app.bind(py).call1((scope, receive, send.bind(py))) {
                     // The app's own coroutine is the task's (no wrapper frame): how it ended is
                     // read off the task (`asgi::watch`).
@@ -353,7 +358,11 @@ impl HttpConn {
         let (want, paused, transport, wake) = {
             let mut st = this.st.borrow_mut(py)?;
             let wake = st.cycle.as_mut().is_some_and(|c| std::mem::take(&mut c.wake));
-            (st.lingering || (st.h1.wants_read() && !st.lost), st.read_paused, st.transport.as_ref().map(|t| t.clone_ref(py)), wake)
+            let want = match websocket::wants_read(&mut st) {
+                Some(w) => w && !st.lost,
+                None => st.lingering || (st.h1.wants_read() && !st.lost),
+            };
+            (want, st.read_paused, st.transport.as_ref().map(|t| t.clone_ref(py)), wake)
         };
         if wake {
             cycle::answer_receiver(slf)?;
@@ -461,8 +470,16 @@ impl NativeProtocol for HttpConn {
             return Ok(());
         }
         match data {
-            Received::Slice(b) => st.h1.feed(b),
-            Received::Ring(r) => r.drain_chunks(|c| st.h1.feed(c)),
+            Received::Slice(b) => {
+                if !websocket::feed(st, b) {
+                    st.h1.feed(b)
+                }
+            }
+            Received::Ring(r) => r.drain_chunks(|c| {
+                if !websocket::feed(st, c) {
+                    st.h1.feed(c)
+                }
+            }),
         }
         st.since = monotonic_ns();
         Ok(())
@@ -506,6 +523,7 @@ impl HttpConn {
                 drain_waiters: Vec::new(),
                 host: None,
                 lost: false,
+                ws: None,
                 close_after: false,
                 linger_after: false,
                 lingering: false,
@@ -559,6 +577,16 @@ impl HttpConn {
         let py = slf.py();
         if slf.get().st.borrow(py)?.lingering {
             return Ok(false); // the client read our answer and is done: the transport closes
+        }
+        let session = {
+            let mut st = slf.get().st.borrow_mut(py)?;
+            st.ws.as_deref_mut().map(|w| w.conn().map(|c| c.feed_eof())).is_some()
+        };
+        if session {
+            // A WebSocket client that shuts its side is gone (RFC 6455 has no half-close): what
+            // it sent is read, then the transport closes and a `receive` learns of it.
+            Self::run(slf)?;
+            return Ok(false);
         }
         slf.get().st.borrow_mut(py)?.h1.feed_eof();
         Self::run(slf)?;

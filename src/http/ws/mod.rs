@@ -16,8 +16,6 @@
 //! sockets, rings or Python, and nothing names `crate::`: the fuzz crate includes this folder
 //! by path.
 
-// Until src/http/conn.rs uses it, this is only reached from the tests and the fuzz crate.
-#![allow(dead_code, unused_imports)]
 
 pub mod conn;
 pub mod decode;

@@ -1,0 +1,462 @@
+//! ASGI's `websocket` scope (spec 2.4) over a WebSocket session: the scope, what `receive`
+//! returns (`websocket.connect`, `.receive`, `.disconnect`) and what `send` takes
+//! (`websocket.accept`, `.send`, `.close`, and the `websocket.http.response` extension that
+//! denies the upgrade with an HTTP response). `asgi::Receive` and `asgi::Send` of the request
+//! come here when their cycle is a WebSocket one; errors are worded as uvicorn words them.
+//!
+//! What uvicorn users lose and get here: the close code and reason the application sends
+//! reach the client (`websocket.close`), the client's reach the application
+//! (`websocket.disconnect`), and a client that leaves before the accept is a
+//! `websocket.disconnect` with 1006, never an exception.
+
+use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList, PyString};
+use pyo3::intern;
+
+use super::{Phase, WsState};
+use crate::http::asgi::{Receive, Send};
+use crate::http::conn::HttpConn;
+use crate::http::cycle::{self, current, ready, ClientDisconnected, Cycle};
+use crate::http::request::HeadCopy;
+use crate::http::ws;
+use crate::reactor::sys::monotonic_ns;
+
+/// Start the application for a WebSocket upgrade request (`head.websocket`): a refused
+/// upgrade gets its 400/426 here; an acceptable one becomes a session in its handshake and the
+/// application is called with the `websocket` scope. `Ok(true)`: the cycle is already over.
+pub(crate) fn start(conn: &Bound<'_, HttpConn>, head: &HeadCopy, id: u64) -> PyResult<bool> {
+    let py = conn.py();
+    let this = conn.get();
+    let server = this.server.get();
+    let checked = {
+        let method = head.method.bind(py).to_str()?.as_bytes().to_vec();
+        let version: &[u8] = if head.http_version(py).bind(py).to_str()? == "1.1" { b"HTTP/1.1" } else { b"HTTP/1.0" };
+        let fields: Vec<(&[u8], &[u8])> = head.headers.iter().map(|(n, v)| (n.bind(py).as_bytes(), v.bind(py).as_bytes())).collect();
+        ws::check(&method, version, fields)
+    };
+    let (scope, cycle) = crate::http::asgi::request(conn, head, id)?;
+    let mut cycle = cycle;
+    cycle.websocket = true;
+    let upgrade = match checked {
+        Ok(u) => u,
+        Err(e) => {
+            this.st.borrow_mut(py)?.cycle = Some(cycle);
+            if let Some(debug) = &server.log_debug {
+                let client = this.st.borrow(py)?.client.clone_ref(py);
+                debug.call1(py, (format!("WebSocket upgrade refused with {}: {}", e.status(), e.rule()), client))?;
+            }
+            let body = format!("Invalid WebSocket upgrade request: {e}\n");
+            refuse(conn, id, e.status(), e.header(), body.as_bytes())?;
+            return Ok(this.st.borrow(py)?.cycle.is_none());
+        }
+    };
+    let scope = websocket_scope(&scope, &upgrade)?;
+    {
+        let mut st = this.st.borrow_mut(py)?;
+        st.cycle = Some(cycle);
+        st.ws = Some(Box::new(WsState::new(id, upgrade)));
+    }
+    let receive = Py::new(py, Receive { conn: conn.clone().unbind(), cycle: id, ws: true })?;
+    let send = Py::new(py, Send { conn: conn.clone().unbind(), cycle: id, ws: true })?;
+    match server.app.bind(py).call1((scope, receive, send.bind(py))) {
+        Ok(coro) => HttpConn::spawn(conn, &coro, Some(send.bind(py)))?,
+        Err(e) => send.get().failed(py, &e.into_value(py).into_bound(py))?,
+    }
+    Ok(false)
+}
+
+/// The `http` scope made into a `websocket` one: no `method`, `ws`/`wss` for the scheme, the
+/// offered subprotocols, and the extensions this server has.
+fn websocket_scope<'py>(http: &Bound<'py, PyDict>, upgrade: &ws::Upgrade) -> PyResult<Bound<'py, PyDict>> {
+    let py = http.py();
+    http.set_item(intern!(py, "type"), intern!(py, "websocket"))?;
+    http.del_item(intern!(py, "method"))?;
+    let scheme = match http.get_item(intern!(py, "scheme"))? {
+        Some(s) if s.extract::<&str>()? == "https" => intern!(py, "wss"),
+        Some(s) if s.extract::<&str>()? == "wss" => intern!(py, "wss"),
+        _ => intern!(py, "ws"),
+    };
+    http.set_item(intern!(py, "scheme"), scheme)?;
+    let protocols = upgrade.subprotocols.iter().map(|p| String::from_utf8_lossy(p).into_owned());
+    http.set_item(intern!(py, "subprotocols"), PyList::new(py, protocols)?)?;
+    let extensions = PyDict::new(py);
+    extensions.set_item(intern!(py, "websocket.http.response"), PyDict::new(py))?;
+    http.set_item(intern!(py, "extensions"), extensions)?;
+    Ok(http.clone())
+}
+
+/// An HTTP answer to the upgrade request with `body` (a refused handshake, `websocket.close`
+/// before the accept): written whole, and the connection goes on as HTTP/1.1.
+fn refuse(conn: &Bound<'_, HttpConn>, id: u64, status: u16, header: Option<(&[u8], &[u8])>, body: &[u8]) -> PyResult<()> {
+    let py = conn.py();
+    conn.get().st.borrow_mut(py)?.ws = None;
+    let written = conn.get().with_stamp(py, |st, stamp| -> Result<bool, crate::http::h1::EncodeError> {
+        let st = &mut *st;
+        let Some(c) = current(st, id) else { return Ok(false) };
+        (c.start_seen, c.started, c.status) = (true, true, status);
+        c.sent = body.len() as u64;
+        let mut r = st.h1.response(&mut st.out, status)?;
+        if let Some((n, v)) = header {
+            r.header(n, v)?;
+        }
+        if !body.is_empty() {
+            r.header(b"content-type", b"text/plain; charset=utf-8")?;
+        }
+        r.end(Some(body.len() as u64), stamp)?;
+        st.h1.write_body(&mut st.out, body)?;
+        Ok(true)
+    })?;
+    match written {
+        Ok(true) => cycle::end(conn, id),
+        Ok(false) => Ok(()),
+        Err(e) => Err(PyValueError::new_err(format!("invalid response: {} ({})", e, e.rule()))),
+    }
+}
+
+/// What `receive` finds without waiting.
+enum Next {
+    Connect,
+    Text(Py<PyString>),
+    Bytes(Py<PyBytes>),
+    Disconnect(u16, String),
+    Wait,
+}
+
+/// The next message for the application of cycle `id` (see the module docs of `websocket`
+/// for when messages are decoded). Control frames are answered on the way.
+fn poll(conn: &Bound<'_, HttpConn>, id: u64) -> PyResult<Next> {
+    let py = conn.py();
+    let (next, wrote, close) = {
+        let mut st = conn.get().st.borrow_mut(py)?;
+        let st = &mut *st;
+        let lost = st.lost;
+        let before = st.out.len();
+        let Some(w) = st.ws.as_deref_mut().filter(|w| w.cycle == id) else {
+            // Denied with an HTTP response, or never a session: nothing more will come.
+            return Ok(Next::Disconnect(ws::code::ABNORMAL, String::new()));
+        };
+        if let Some((code, reason)) = &w.ended {
+            return Ok(Next::Disconnect(*code, reason.clone()));
+        }
+        let mut close = false;
+        let next = match &mut w.phase {
+            Phase::Handshake(_) if !w.connect_given => {
+                w.connect_given = true;
+                Next::Connect
+            }
+            Phase::Handshake(_) if lost => Next::Disconnect(ws::code::ABNORMAL, String::new()),
+            Phase::Handshake(_) => Next::Wait,
+            Phase::Open(c) => loop {
+                match c.poll(&mut st.out) {
+                    // `str` and `bytes` only under the borrow (see `conn`'s invariants).
+                    Ok(ws::Event::Text(s)) => break Next::Text(PyString::new(py, s).unbind()),
+                    Ok(ws::Event::Binary(b)) => break Next::Bytes(PyBytes::new(py, b).unbind()),
+                    Ok(ws::Event::Ping(_)) | Ok(ws::Event::Pong(_)) => {}
+                    Ok(ws::Event::NeedData) if lost => break Next::Disconnect(ws::code::ABNORMAL, String::new()),
+                    Ok(ws::Event::NeedData) => break Next::Wait,
+                    Ok(ws::Event::Close { code, reason }) => {
+                        close = true;
+                        break Next::Disconnect(code.unwrap_or(ws::code::NO_STATUS), reason.to_owned());
+                    }
+                    Ok(ws::Event::Closed) => {
+                        close = true;
+                        break Next::Disconnect(c.close_code().unwrap_or(ws::code::ABNORMAL), String::new());
+                    }
+                    Err(e) => {
+                        close = true;
+                        break Next::Disconnect(e.code(), String::new());
+                    }
+                }
+            },
+        };
+        if let Next::Disconnect(code, reason) = &next {
+            w.ended = Some((*code, reason.clone()));
+        }
+        (next, st.out.len() > before, close)
+    };
+    if close {
+        HttpConn::close_when_flushed(conn)?;
+    }
+    if wrote || close {
+        HttpConn::queue_flush(conn)?;
+    }
+    Ok(next)
+}
+
+fn message<'py>(py: Python<'py>, next: Next) -> PyResult<Option<Bound<'py, PyAny>>> {
+    let d = PyDict::new(py);
+    match next {
+        Next::Wait => return Ok(None),
+        Next::Connect => d.set_item(intern!(py, "type"), intern!(py, "websocket.connect"))?,
+        Next::Text(s) => {
+            d.set_item(intern!(py, "type"), intern!(py, "websocket.receive"))?;
+            d.set_item(intern!(py, "text"), s)?;
+        }
+        Next::Bytes(b) => {
+            d.set_item(intern!(py, "type"), intern!(py, "websocket.receive"))?;
+            d.set_item(intern!(py, "bytes"), b)?;
+        }
+        Next::Disconnect(code, reason) => return disconnect(py, code, &reason).map(Some),
+    }
+    Ok(Some(d.into_any()))
+}
+
+/// `websocket.disconnect` with the close code and reason.
+pub(crate) fn disconnect<'py>(py: Python<'py>, code: u16, reason: &str) -> PyResult<Bound<'py, PyAny>> {
+    let d = PyDict::new(py);
+    d.set_item(intern!(py, "type"), intern!(py, "websocket.disconnect"))?;
+    d.set_item(intern!(py, "code"), code)?;
+    d.set_item(intern!(py, "reason"), reason)?;
+    Ok(d.into_any())
+}
+
+/// `receive()` of a WebSocket cycle.
+pub(crate) fn receive<'py>(conn: &Bound<'py, HttpConn>, id: u64) -> PyResult<Bound<'py, PyAny>> {
+    let py = conn.py();
+    let loop_ = conn.get().server.get().loop_.bind(py).clone();
+    let next = poll(conn, id)?;
+    HttpConn::update_reading(conn)?;
+    if let Some(msg) = message(py, next)? {
+        return ready(py, &loop_, msg);
+    }
+    let fut = loop_.call_method0(intern!(py, "create_future"))?;
+    {
+        let mut st = conn.get().st.borrow_mut(py)?;
+        match current(&mut st, id) {
+            Some(c) if c.receive_waiter.is_none() => c.receive_waiter = Some(fut.clone().unbind()),
+            Some(_) => return Err(PyRuntimeError::new_err("receive() called while another receive() is waiting")),
+            None => return ready(py, &loop_, disconnect(py, ws::code::ABNORMAL, "")?),
+        }
+    }
+    Ok(fut)
+}
+
+/// A `receive` waits and bytes arrived (or the session changed): answer it if it can be.
+pub(crate) fn answer_receiver(conn: &Bound<'_, HttpConn>) -> PyResult<()> {
+    let py = conn.py();
+    let id = match conn.get().st.borrow(py)?.cycle.as_ref() {
+        Some(c) if c.receive_waiter.is_some() => c.id,
+        _ => return Ok(()),
+    };
+    let Some(msg) = message(py, poll(conn, id)?)? else { return Ok(()) };
+    let waiter = {
+        let mut st = conn.get().st.borrow_mut(py)?;
+        current(&mut st, id).and_then(|c| c.receive_waiter.take())
+    };
+    if let Some(w) = waiter {
+        cycle::resolve(w.bind(py), &msg)?;
+    }
+    Ok(())
+}
+
+/// Where a session stands, for `send`.
+enum Stand {
+    /// No session for this cycle: it was denied with an HTTP response.
+    Gone,
+    Handshake,
+    Open,
+    /// Our close frame is out.
+    Closing,
+    /// The client closed, or the connection is gone.
+    Ended,
+}
+
+/// `send(message)` of a WebSocket cycle, for the message types `websocket.*`.
+pub(crate) fn send(conn: &Bound<'_, HttpConn>, id: u64, ty: &str, msg: &Bound<'_, PyDict>) -> PyResult<()> {
+    let py = conn.py();
+    let stand = {
+        let st = conn.get().st.borrow(py)?;
+        match st.ws.as_deref().filter(|w| w.cycle == id) {
+            None => Stand::Gone,
+            Some(w) if w.ended.is_some() || st.lost => Stand::Ended,
+            Some(WsState { phase: Phase::Handshake(_), .. }) => Stand::Handshake,
+            Some(WsState { phase: Phase::Open(c), .. }) if c.state() == ws::State::Open => Stand::Open,
+            Some(_) => Stand::Closing,
+        }
+    };
+    let unexpected = || {
+        Err(PyRuntimeError::new_err(format!(
+            "Unexpected ASGI message '{ty}', after sending 'websocket.close' or response already completed."
+        )))
+    };
+    match (stand, ty) {
+        (Stand::Gone, "websocket.http.response.body") => http_body(conn, id, msg),
+        (Stand::Gone, _) => unexpected(),
+        (Stand::Handshake, "websocket.accept") => accept(conn, id, msg),
+        (Stand::Handshake, "websocket.close") => refuse(conn, id, 403, None, b""),
+        (Stand::Handshake, "websocket.http.response.start") => {
+            let status: u16 = match msg.get_item(intern!(py, "status"))? {
+                Some(s) => s.extract().map_err(|_| PyTypeError::new_err(format!("Invalid HTTP status code '{s}' in response.")))?,
+                None => return Err(PyValueError::new_err("websocket.http.response.start without a 'status'")),
+            };
+            let headers = msg.get_item(intern!(py, "headers"))?.map(Bound::unbind);
+            conn.get().st.borrow_mut(py)?.ws = None;
+            cycle::record_start(conn, id, status, headers)
+        }
+        (Stand::Handshake, t) => Err(PyRuntimeError::new_err(format!(
+            "Expected ASGI message 'websocket.accept', 'websocket.close', or 'websocket.http.response.start', but got '{t}'."
+        ))),
+        (Stand::Open, "websocket.send") => send_message(conn, msg),
+        (Stand::Open, "websocket.close") => close(conn, msg),
+        // ASGI 2.4: sending to a client that has gone raises an OSError (`ClientDisconnected`);
+        // closing a session the client already closed has nothing left to do.
+        (Stand::Ended, "websocket.close") => Ok(()),
+        (Stand::Ended, "websocket.send") => Err(ClientDisconnected::new_err("the client disconnected")),
+        (Stand::Closing, "websocket.send" | "websocket.close") => unexpected(),
+        (_, t) => Err(PyRuntimeError::new_err(format!("Expected ASGI message 'websocket.send' or 'websocket.close', but got '{t}'."))),
+    }
+}
+
+/// `websocket.http.response.body`: the denial's body (its start came first).
+fn http_body(conn: &Bound<'_, HttpConn>, id: u64, msg: &Bound<'_, PyDict>) -> PyResult<()> {
+    let py = conn.py();
+    let body = match msg.get_item(intern!(py, "body"))? {
+        None => PyBytes::new(py, b""),
+        Some(b) => cycle::body_bytes(b)?,
+    };
+    let more = msg.get_item(intern!(py, "more_body"))?.map(|m| m.is_truthy()).transpose()?.unwrap_or(false);
+    cycle::write_body(conn, id, &body, more)
+}
+
+/// `websocket.accept`: the 101 (with the subprotocol chosen, permessage-deflate if agreed,
+/// and the application's headers), and the connection switches to the session.
+fn accept(conn: &Bound<'_, HttpConn>, id: u64, msg: &Bound<'_, PyDict>) -> PyResult<()> {
+    let py = conn.py();
+    let this = conn.get();
+    let server = this.server.get();
+    let settings = server.ws.as_ref().expect("a WebSocket session exists only with WebSocket on");
+    let subprotocol: Option<String> = match msg.get_item(intern!(py, "subprotocol"))? {
+        None => None,
+        Some(s) if s.is_none() => None,
+        Some(s) => Some(s.extract().map_err(|_| PyTypeError::new_err("websocket.accept's 'subprotocol' must be a str or None"))?),
+    };
+    if subprotocol.as_deref().is_some_and(|p| p.bytes().any(|b| b <= b' ' || b == b',' || b >= 0x7f)) {
+        return Err(PyValueError::new_err(format!("websocket.accept's 'subprotocol' is not a token: {subprotocol:?}")));
+    }
+    let fields = match msg.get_item(intern!(py, "headers"))? {
+        Some(h) if !h.is_none() => cycle::header_fields(&h)?,
+        _ => Vec::new(),
+    };
+    let written = this.with_stamp(py, |st, stamp| -> Result<bool, crate::http::h1::EncodeError> {
+        let st = &mut *st;
+        let Some(w) = st.ws.as_deref_mut().filter(|w| w.cycle == id) else { return Ok(false) };
+        let Phase::Handshake(up) = &w.phase else { return Ok(false) };
+        let deflate = settings.deflate.as_ref().and_then(|cfg| up.negotiate_deflate(cfg));
+        let mut r = st.h1.response(&mut st.out, 101)?;
+        for (n, v) in up.response_headers(subprotocol.as_deref().map(str::as_bytes), deflate.as_ref().map(|d| d.1.as_slice())) {
+            r.header(n, v)?;
+        }
+        for (n, v) in &fields {
+            r.header(n.as_bytes(), v.as_bytes())?;
+        }
+        r.end(None, stamp)?;
+        st.h1.end_response(&mut st.out)?;
+        let rest = st.h1.take_upgraded();
+        let mut c = ws::Conn::new(settings.config.clone(), deflate.map(|d| d.0));
+        c.feed(&rest);
+        w.phase = Phase::Open(Box::new(c));
+        if let Some(c) = current(st, id) {
+            (c.start_seen, c.started, c.status) = (true, true, 101);
+        }
+        st.since = monotonic_ns();
+        Ok(true)
+    })?;
+    match written {
+        Ok(true) => {}
+        Ok(false) => return Ok(()),
+        Err(e) => return Err(PyValueError::new_err(format!("invalid response: {} ({})", e, e.rule()))),
+    }
+    accepted(conn, id)
+}
+
+/// After the 101: the access log line, the request counted, close 1001 at once if the server
+/// is shutting down, and what arrived behind the request read.
+fn accepted(conn: &Bound<'_, HttpConn>, id: u64) -> PyResult<()> {
+    let py = conn.py();
+    let this = conn.get();
+    let server = this.server.get();
+    if let Some(log) = &server.access_log {
+        let entry = {
+            let mut st = this.st.borrow_mut(py)?;
+            current(&mut st, id).map(|c: &mut Cycle| {
+                let seconds = monotonic_ns().saturating_sub(c.begun) as f64 / 1e9;
+                (c.method.clone_ref(py), c.path.clone_ref(py), c.query.clone_ref(py), c.version.clone_ref(py), seconds)
+            })
+        };
+        if let Some((method, path, query, version, seconds)) = entry {
+            let client = this.st.borrow(py)?.client.clone_ref(py);
+            log.call1(py, (client, method, path, query, version, 101, 0, seconds))?;
+        }
+    }
+    if server.count_request() {
+        if let Some(cb) = &server.on_max_requests {
+            cb.call0(py)?;
+        }
+    }
+    if server.shutting_down.load(std::sync::atomic::Ordering::Relaxed) {
+        let mut st = this.st.borrow_mut(py)?;
+        let st = &mut *st;
+        if let Some(w) = st.ws.as_deref_mut() {
+            w.close(&mut st.out, ws::code::GOING_AWAY, "");
+        }
+    }
+    HttpConn::queue_flush(conn)?;
+    super::process(conn)
+}
+
+/// `websocket.send`: one message, text or bytes.
+fn send_message(conn: &Bound<'_, HttpConn>, msg: &Bound<'_, PyDict>) -> PyResult<()> {
+    let py = conn.py();
+    let bytes = msg.get_item(intern!(py, "bytes"))?.filter(|b| !b.is_none());
+    let text = msg.get_item(intern!(py, "text"))?.filter(|t| !t.is_none());
+    let sent = {
+        let mut st = conn.get().st.borrow_mut(py)?;
+        let st = &mut *st;
+        let Some(c) = st.ws.as_deref_mut().and_then(WsState::conn) else { return Ok(()) };
+        match (&bytes, &text) {
+            (Some(b), _) => match b.cast::<PyBytes>() {
+                Ok(b) => c.send_binary(&mut st.out, b.as_bytes()),
+                Err(_) => {
+                    let v = pyo3::buffer::PyBuffer::<u8>::get(b).map_err(|_| PyTypeError::new_err("websocket.send's 'bytes' must be bytes"))?;
+                    c.send_binary(&mut st.out, &v.to_vec(py)?)
+                }
+            },
+            (None, Some(t)) => {
+                let t = t.cast::<PyString>().map_err(|_| PyTypeError::new_err("websocket.send's 'text' must be a str"))?;
+                c.send_text(&mut st.out, t.to_str()?)
+            }
+            (None, None) => return Err(PyValueError::new_err("websocket.send needs 'bytes' or 'text'")),
+        }
+    };
+    sent.map_err(|e| PyRuntimeError::new_err(format!("websocket.send refused: {e}")))?;
+    HttpConn::queue_flush(conn)
+}
+
+/// `websocket.close`: our close frame with the application's code and reason; the session
+/// ends when the client answers (or the close timeout passes).
+fn close(conn: &Bound<'_, HttpConn>, msg: &Bound<'_, PyDict>) -> PyResult<()> {
+    let py = conn.py();
+    let code: u16 = match msg.get_item(intern!(py, "code"))? {
+        Some(c) if !c.is_none() => c.extract().map_err(|_| PyValueError::new_err(format!("websocket.close: invalid code {c}")))?,
+        _ => ws::code::NORMAL,
+    };
+    let reason: String = match msg.get_item(intern!(py, "reason"))? {
+        Some(r) if !r.is_none() => r.extract().map_err(|_| PyTypeError::new_err("websocket.close's 'reason' must be a str"))?,
+        _ => String::new(),
+    };
+    {
+        let mut st = conn.get().st.borrow_mut(py)?;
+        let st = &mut *st;
+        let Some(w) = st.ws.as_deref_mut() else { return Ok(()) };
+        let Some(c) = w.conn() else { return Ok(()) };
+        match c.close(&mut st.out, Some(code), &reason) {
+            Ok(()) => w.close_sent_at = monotonic_ns(),
+            Err(ws::SendError::Closing) => {}
+            Err(e) => return Err(PyValueError::new_err(format!("websocket.close: {} (code {code}, reason of {} bytes)", e, reason.len()))),
+        }
+    }
+    HttpConn::queue_flush(conn)?;
+    // The application may not read again: the connection reads the client's answer itself.
+    super::drain(conn)
+}

@@ -1,0 +1,294 @@
+//! WebSocket on `HttpConn`: the sans-I/O codec (`ws`) joined to the connection and to ASGI's
+//! `websocket` scope. `asgi` holds what the application sees (the scope, `receive`'s messages,
+//! `send`'s); this module the session's state and the connection's side of it: where bytes go
+//! after the 101, the close handshake when no one reads, keep-alive pings, graceful shutdown.
+//!
+//! A session's life, in `ConnState::ws`:
+//! ```text
+//!   Handshake(upgrade) ──websocket.accept──▶ Open(ws::Conn) ──close sent and received, or EOF,
+//!        │                                        │            or a protocol fault──▶ TCP closed
+//!        └─websocket.close / websocket.http.response / the app ends─▶ an HTTP answer (403, 500,
+//!          the app's own), `ws` dropped, and the connection is HTTP/1.1 again
+//! ```
+//! The request's `Cycle` lives as long as the application runs (it counts in flight, it is
+//! what `receive` and `send` are bound to); the session can outlive it, to finish the close
+//! handshake, and the connection closes once the session is `Done`.
+//!
+//! Reading is driven by the application: a message is decoded when `receive` asks for one, so
+//! a slow application holds the client back through TCP (`ws::Conn::wants_read` pauses the
+//! socket at `max_buffered` unread bytes) instead of queueing messages in memory. When no one
+//! will ask any more — our close frame is out, or the application returned — the connection
+//! reads on by itself and drops data messages until the peer's close (`drain`).
+
+pub(crate) mod asgi;
+
+use pyo3::prelude::*;
+
+use super::conn::{ConnState, HttpConn};
+use super::cycle::{self, current};
+use super::ws;
+use crate::reactor::sys::monotonic_ns;
+
+/// How long the peer has to answer our close frame before the TCP connection is closed anyway
+/// (the `websockets` library's `close_timeout` is 10 s; a browser answers in one round trip).
+const CLOSE_TIMEOUT_NS: u64 = 5_000_000_000;
+
+pub(crate) enum Phase {
+    /// The upgrade request is with the application: it accepts, or answers with HTTP.
+    Handshake(Box<ws::Upgrade>),
+    Open(Box<ws::Conn>),
+}
+
+/// One WebSocket session of a connection (see the module docs).
+pub(crate) struct WsState {
+    /// The request cycle of the application that owns the session.
+    pub(crate) cycle: u64,
+    pub(crate) phase: Phase,
+    /// `websocket.connect` was handed to the application.
+    pub(crate) connect_given: bool,
+    /// The session ended: the code (and reason) every later `receive` is told.
+    pub(crate) ended: Option<(u16, String)>,
+    /// The application returned: nobody will `receive` any more.
+    pub(crate) app_done: bool,
+    /// When our close frame was written (for `CLOSE_TIMEOUT_NS`).
+    pub(crate) close_sent_at: u64,
+    /// When our keep-alive ping was written, until a byte arrives after it.
+    pub(crate) ping_sent_at: Option<u64>,
+}
+
+impl WsState {
+    pub(crate) fn new(cycle: u64, upgrade: ws::Upgrade) -> WsState {
+        WsState {
+            cycle,
+            phase: Phase::Handshake(Box::new(upgrade)),
+            connect_given: false,
+            ended: None,
+            app_done: false,
+            close_sent_at: 0,
+            ping_sent_at: None,
+        }
+    }
+
+    pub(crate) fn conn(&mut self) -> Option<&mut ws::Conn> {
+        match &mut self.phase {
+            Phase::Open(c) => Some(c),
+            Phase::Handshake(_) => None,
+        }
+    }
+
+    /// Start the close handshake with `code` (ignored if a close was already sent or received).
+    pub(crate) fn close(&mut self, out: &mut Vec<u8>, code: u16, reason: &str) -> bool {
+        let Some(c) = self.conn() else { return false };
+        if c.close(out, Some(code), reason).is_ok() {
+            self.close_sent_at = monotonic_ns();
+            return true;
+        }
+        false
+    }
+
+    /// Whether the session is past its handshake and no one will read it but the connection.
+    fn draining(&self) -> bool {
+        match &self.phase {
+            Phase::Open(c) => self.app_done || c.state() != ws::State::Open,
+            Phase::Handshake(_) => false,
+        }
+    }
+}
+
+/// The session of `st`, if it is past its handshake.
+pub(crate) fn open(st: &mut ConnState) -> Option<&mut WsState> {
+    st.ws.as_deref_mut().filter(|w| matches!(w.phase, Phase::Open(_)))
+}
+
+/// Bytes from the socket, for an open session (`false`: not one; they go to `h1`).
+pub(crate) fn feed(st: &mut ConnState, data: &[u8]) -> bool {
+    match open(st).and_then(WsState::conn) {
+        Some(c) => {
+            c.feed(data);
+            true
+        }
+        None => false,
+    }
+}
+
+/// Whether the socket should be read: the session's buffer has room, and the transport takes
+/// what we write (a client that sends pings and never reads its pongs is not read either).
+pub(crate) fn wants_read(st: &mut ConnState) -> Option<bool> {
+    let paused = st.write_paused;
+    open(st).and_then(WsState::conn).map(|c| c.wants_read() && !paused)
+}
+
+/// Act on what arrived for an open session: answer a waiting `receive`, or drain.
+pub(crate) fn process(conn: &Bound<'_, HttpConn>) -> PyResult<()> {
+    let py = conn.py();
+    let waiting = {
+        let st = conn.get().st.borrow(py)?;
+        st.cycle.as_ref().is_some_and(|c| c.receive_waiter.is_some())
+    };
+    if waiting {
+        asgi::answer_receiver(conn)?;
+    } else {
+        drain(conn)?;
+    }
+    HttpConn::update_reading(conn)
+}
+
+/// Read on for a session no one reads (see the module docs): data messages are dropped,
+/// pings answered, and the connection closes at the peer's close, EOF or a fault.
+pub(crate) fn drain(conn: &Bound<'_, HttpConn>) -> PyResult<()> {
+    let py = conn.py();
+    let (finished, wrote) = {
+        let mut st = conn.get().st.borrow_mut(py)?;
+        let st = &mut *st;
+        let before = st.out.len();
+        let Some(w) = st.ws.as_deref_mut().filter(|w| w.draining()) else { return Ok(()) };
+        let Phase::Open(c) = &mut w.phase else { return Ok(()) };
+        let mut finished = None;
+        loop {
+            match c.poll(&mut st.out) {
+                Ok(ws::Event::NeedData) => break,
+                Ok(ws::Event::Close { code, reason }) => {
+                    finished = Some((code.unwrap_or(ws::code::NO_STATUS), reason.to_owned()));
+                    break;
+                }
+                Ok(ws::Event::Closed) => {
+                    finished = Some((c.close_code().unwrap_or(ws::code::ABNORMAL), String::new()));
+                    break;
+                }
+                Err(e) => {
+                    finished = Some((e.code(), String::new()));
+                    break;
+                }
+                Ok(_) => {}
+            }
+        }
+        if let Some(end) = &finished {
+            w.ended.get_or_insert_with(|| end.clone());
+        }
+        (finished.is_some(), st.out.len() > before)
+    };
+    if finished {
+        HttpConn::close_when_flushed(conn)?;
+    }
+    if wrote || finished {
+        HttpConn::queue_flush(conn)?;
+    }
+    Ok(())
+}
+
+/// The sweep's look at an open session: a keep-alive ping when the client has been silent for
+/// `--ws-ping-interval`, the end when it stays silent `--ws-ping-timeout` after one, and the
+/// end when our close frame goes unanswered. `true` if the connection was closed.
+pub(crate) fn check_timeout(conn: &Bound<'_, HttpConn>, now: u64) -> PyResult<bool> {
+    let py = conn.py();
+    let Some(settings) = conn.get().server.get().ws.as_ref() else { return Ok(false) };
+    enum Verdict {
+        Nothing,
+        Flush,
+        Close,
+    }
+    let verdict = {
+        let mut st = conn.get().st.borrow_mut(py)?;
+        let st = &mut *st;
+        if st.lost || st.close_after {
+            return Ok(false);
+        }
+        let since = st.since;
+        let Some(w) = st.ws.as_deref_mut() else { return Ok(false) };
+        let (close_sent_at, ping_sent_at) = (w.close_sent_at, w.ping_sent_at);
+        let Phase::Open(c) = &mut w.phase else { return Ok(false) };
+        match c.state() {
+            ws::State::Done => Verdict::Close,
+            ws::State::CloseSent if now.saturating_sub(close_sent_at) > CLOSE_TIMEOUT_NS => Verdict::Close,
+            ws::State::CloseSent => Verdict::Nothing,
+            ws::State::Open => match ping_sent_at {
+                // Any byte after the ping shows the peer is there (its pong may wait unread
+                // behind messages the application has not asked for yet).
+                Some(t) if since > t => {
+                    w.ping_sent_at = None;
+                    Verdict::Nothing
+                }
+                Some(t) if settings.ping_timeout > 0 && now.saturating_sub(t) > settings.ping_timeout => {
+                    w.close(&mut st.out, ws::code::INTERNAL_ERROR, "keepalive ping timeout");
+                    w.ended.get_or_insert_with(|| (ws::code::ABNORMAL, String::new()));
+                    Verdict::Close
+                }
+                Some(_) => Verdict::Nothing,
+                None if settings.ping_interval > 0 && now.saturating_sub(since) > settings.ping_interval => {
+                    let _ = c.ping(&mut st.out, b"ringloop");
+                    w.ping_sent_at = Some(now);
+                    Verdict::Flush
+                }
+                None => Verdict::Nothing,
+            },
+        }
+    };
+    match verdict {
+        Verdict::Nothing => Ok(false),
+        Verdict::Flush => {
+            HttpConn::flush(conn)?;
+            Ok(false)
+        }
+        Verdict::Close => {
+            HttpConn::close_when_flushed(conn)?;
+            HttpConn::flush(conn)?;
+            Ok(true)
+        }
+    }
+}
+
+/// Graceful shutdown: an open session gets close 1001 (going away) and the close timeout to
+/// answer it; one still in its handshake is told at its accept.
+pub(crate) fn begin_shutdown(conn: &Bound<'_, HttpConn>) -> PyResult<bool> {
+    let py = conn.py();
+    let wrote = {
+        let mut st = conn.get().st.borrow_mut(py)?;
+        let st = &mut *st;
+        match st.ws.as_deref_mut() {
+            None => return Ok(false),
+            Some(w) => w.close(&mut st.out, ws::code::GOING_AWAY, ""),
+        }
+    };
+    if wrote {
+        HttpConn::flush(conn)?;
+        drain(conn)?;
+    }
+    Ok(true)
+}
+
+/// The application's coroutine ended (`error`: it raised) and the session is open: it is
+/// closed with 1000 (1011 after an error) unless it already was, and the cycle ends.
+pub(crate) fn app_ended(conn: &Bound<'_, HttpConn>, id: u64, error: bool) -> PyResult<()> {
+    let py = conn.py();
+    let this = conn.get();
+    {
+        let mut st = this.st.borrow_mut(py)?;
+        let st = &mut *st;
+        if let Some(w) = st.ws.as_deref_mut().filter(|w| w.cycle == id) {
+            w.app_done = true;
+            let code = if error { ws::code::INTERNAL_ERROR } else { ws::code::NORMAL };
+            w.close(&mut st.out, code, "");
+        }
+    }
+    end_cycle(conn, id)?;
+    drain(conn)?;
+    HttpConn::queue_flush(conn)
+}
+
+/// The session's cycle is over (its 101 was logged at the accept).
+fn end_cycle(conn: &Bound<'_, HttpConn>, id: u64) -> PyResult<()> {
+    let py = conn.py();
+    let this = conn.get();
+    let c = {
+        let mut st = this.st.borrow_mut(py)?;
+        if current(&mut st, id).is_none() {
+            return Ok(());
+        }
+        st.cycle.take()
+    };
+    if let Some(c) = c {
+        this.server.get().in_flight.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        cycle::cycle_over(py, c)?;
+    }
+    Ok(())
+}
