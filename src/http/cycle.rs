@@ -319,11 +319,13 @@ pub(crate) fn body_message(py: Python<'_>, body: Py<PyBytes>, more: bool) -> PyR
 pub(crate) fn answer_receiver(conn: &Bound<'_, HttpConn>) -> PyResult<()> {
     let py = conn.py();
     let this = conn.get();
-    let id = match this.st.borrow(py)?.cycle.as_ref() {
-        Some(c) if c.websocket => return super::websocket::asgi::answer_receiver(conn),
-        Some(c) if c.receive_waiter.is_some() => c.id,
+    let (id, websocket) = match this.st.borrow(py)?.cycle.as_ref() {
+        Some(c) if c.receive_waiter.is_some() => (c.id, c.websocket),
         _ => return Ok(()),
     };
+    if websocket {
+        return super::websocket::asgi::answer_receiver(conn);
+    }
     let msg = match poll_body(conn, id)? {
         Got::Wait => return Ok(()),
         Got::Disconnect => disconnect(py)?,

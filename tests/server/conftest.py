@@ -1,7 +1,7 @@
 """Fixtures of the server behaviour suite: every test is written once and runs against each
 server it is parametrized over — ringloop's on both loop backends and the reference.
 
-* `asgi_kind` / `wsgi_kind` / `ringloop_kind`: what serves the test. ASGI tests run on
+* `asgi_kind` / `wsgi_kind` / `ws_kind` / `ringloop_kind`: what serves the test. ASGI tests run on
   `ringloop-io_uring`, `ringloop-epoll`, `uvicorn-httptools` and `uvicorn-h11`; WSGI tests
   on the two ringloop kinds and `gunicorn-gthread`;
 * `pool`: servers are started once per session for each (kind, app, interface, settings) and
@@ -35,6 +35,8 @@ from srv_harness import (
 )
 
 ASGI_KINDS = RINGLOOP_KINDS + UVICORN_KINDS
+# WebSocket: uvicorn's WebSocket implementation does not depend on its HTTP one (one is enough).
+WS_KINDS = (*RINGLOOP_KINDS, "uvicorn-httptools")
 WSGI_KINDS = (*RINGLOOP_KINDS, GUNICORN)
 
 
@@ -65,6 +67,11 @@ def asgi_kind(request: pytest.FixtureRequest) -> Kind:
 
 @pytest.fixture(params=WSGI_KINDS)
 def wsgi_kind(request: pytest.FixtureRequest) -> Kind:
+    return _kind(request)
+
+
+@pytest.fixture(params=WS_KINDS)
+def ws_kind(request: pytest.FixtureRequest) -> Kind:
     return _kind(request)
 
 
@@ -197,3 +204,9 @@ def asgi(asgi_kind: Kind, pool: WatchedPool):
 def wsgi(wsgi_kind: Kind, pool: WatchedPool):
     """The shared server of `srv_wsgi_app:app` on this test's kind."""
     yield from _survives(pool.get(wsgi_kind, "srv_wsgi_app:app", "wsgi"))
+
+
+@pytest.fixture
+def ws_server(ws_kind: Kind, pool: WatchedPool):
+    """The shared server of `srv_ws_app:app` (WebSocket) on this test's kind."""
+    yield from _survives(pool.get(ws_kind, "srv_ws_app:app", "asgi"))

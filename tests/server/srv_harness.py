@@ -120,6 +120,9 @@ _UVICORN_FLAGS = {
     "date_header",
     "access_log",
     "header",
+    "ws_max_size",
+    "ws_ping_interval",
+    "ws_ping_timeout",
 }
 # ringloop-only limits (uvicorn has no such setting; gunicorn names some differently).
 _GUNICORN_FLAGS = {

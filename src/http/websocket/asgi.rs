@@ -22,6 +22,9 @@ use crate::http::request::HeadCopy;
 use crate::http::ws;
 use crate::reactor::sys::monotonic_ns;
 
+/// Outgoing frames gathered past this many bytes are written at once (see `send_message`).
+const FLUSH_AT: usize = 64 * 1024;
+
 /// Start the application for a WebSocket upgrade request (`head.websocket`): a refused
 /// upgrade gets its 400/426 here; an acceptable one becomes a session in its handshake and the
 /// application is called with the `websocket` scope. `Ok(true)`: the cycle is already over.
@@ -430,6 +433,12 @@ fn send_message(conn: &Bound<'_, HttpConn>, msg: &Bound<'_, PyDict>) -> PyResult
         }
     };
     sent.map_err(|e| PyRuntimeError::new_err(format!("websocket.send refused: {e}")))?;
+    // Written now once there is a lot of it: the transport then says when its buffer is full
+    // (`pause_writing`), and the next `send` waits, where messages gathered for the end of the
+    // loop iteration would grow without bound under an application that never yields.
+    if conn.get().st.borrow(py)?.out.len() >= FLUSH_AT {
+        return HttpConn::flush(conn);
+    }
     HttpConn::queue_flush(conn)
 }
 
