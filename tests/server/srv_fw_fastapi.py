@@ -1,6 +1,7 @@
 """FastAPI (the suite's framework contract, see test_server_frameworks): `/json`, `/echo-json`
 (a pydantic model: 422 on a bad body), `/form`, `/upload` (`UploadFile`), `/stream`, `/error`,
-unknown routes 404; `/items/{item_id}` (path and query validation).
+unknown routes 404; `/items/{item_id}` (path and query validation); `/ws/chat/{room}`, a WebSocket
+endpoint (JSON messages, a token checked before the accept), and `/ws/disconnects`.
 """
 
 from __future__ import annotations
@@ -9,11 +10,12 @@ import asyncio
 import hashlib
 from typing import Annotated
 
-from fastapi import FastAPI, File, Form, UploadFile
+from fastapi import FastAPI, File, Form, UploadFile, WebSocket, WebSocketDisconnect
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel
 
 app = FastAPI()
+DISCONNECTS: list[int] = []
 
 
 class Item(BaseModel):
@@ -72,3 +74,30 @@ async def error():
 def sync_view():
     # A plain def: FastAPI runs it in its thread pool.
     return {"sync": True}
+
+
+@app.websocket("/ws/chat/{room}")
+async def chat(websocket: WebSocket, room: str, token: str | None = None):
+    """A chat-like endpoint: JSON in, JSON out with a running count; `{"bye": code}` closes."""
+    if token != "secret":
+        await websocket.close(code=4401, reason="bad token")
+        return
+    await websocket.accept(
+        subprotocol="chat" if "chat" in websocket.scope["subprotocols"] else None
+    )
+    n = 0
+    try:
+        while True:
+            msg = await websocket.receive_json()
+            if "bye" in msg:
+                await websocket.close(code=msg["bye"], reason=f"bye from {room}")
+                return
+            n += 1
+            await websocket.send_json({"room": room, "n": n, "echo": msg})
+    except WebSocketDisconnect as exc:
+        DISCONNECTS.append(exc.code)
+
+
+@app.get("/ws/disconnects")
+async def disconnects():
+    return DISCONNECTS

@@ -2,7 +2,9 @@
 `/json`, `/echo-json`, `/form`, `/upload`, `/stream`, `/error`, unknown routes 404; and
 Starlette's own: `FileResponse` (`/file`), `BackgroundTasks` (`/background`),
 `request.is_disconnected()` (`/watch-disconnect`), a `StreamingResponse` whose client goes
-away (`/endless`). `/results?key=K` answers what a route recorded (404 until then).
+away (`/endless`); WebSocket: a `WebSocketEndpoint` (`/ws/upper`, its `on_disconnect` code
+recorded) and a live feed that pushes and closes (`/ws/feed`). `/results?key=K` answers what a
+route recorded (404 until then).
 """
 
 from __future__ import annotations
@@ -12,9 +14,11 @@ import hashlib
 
 from starlette.applications import Starlette
 from starlette.background import BackgroundTasks
+from starlette.endpoints import WebSocketEndpoint
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, PlainTextResponse, StreamingResponse
-from starlette.routing import Route
+from starlette.routing import Route, WebSocketRoute
+from starlette.websockets import WebSocket
 
 RESULTS: dict[str, object] = {}
 RELEASE: dict[str, asyncio.Event] = {}
@@ -132,9 +136,31 @@ async def endless(request: Request):
     return StreamingResponse(forever(), media_type="text/plain")
 
 
+class Upper(WebSocketEndpoint):
+    encoding = "text"
+
+    async def on_receive(self, websocket: WebSocket, data: str) -> None:
+        await websocket.send_text(data.upper())
+
+    async def on_disconnect(self, websocket: WebSocket, close_code: int) -> None:
+        RESULTS["ws-upper"] = close_code
+
+
+async def feed(websocket: WebSocket):
+    """A live dashboard: `n` updates pushed without being asked, then a normal close."""
+    await websocket.accept()
+    n = int(websocket.query_params.get("n", "50"))
+    for i in range(n):
+        await websocket.send_json({"tick": i})
+        await asyncio.sleep(0)
+    await websocket.close()
+
+
 app = Starlette(
     routes=[
         Route("/json", json_view),
+        WebSocketRoute("/ws/upper", Upper),
+        WebSocketRoute("/ws/feed", feed),
         Route("/echo-json", echo_json, methods=["POST"]),
         Route("/form", form, methods=["POST"]),
         Route("/upload", upload, methods=["POST"]),
