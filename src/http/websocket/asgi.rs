@@ -14,10 +14,10 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 use pyo3::intern;
 
-use super::{Phase, WsState};
+use super::{handshake, Phase, WsState};
 use crate::http::asgi::{Receive, Send};
 use crate::http::conn::HttpConn;
-use crate::http::cycle::{self, current, ready, ClientDisconnected, Cycle};
+use crate::http::cycle::{self, current, ready, ClientDisconnected};
 use crate::http::request::HeadCopy;
 use crate::http::ws;
 use crate::reactor::sys::monotonic_ns;
@@ -32,34 +32,15 @@ pub(crate) fn start(conn: &Bound<'_, HttpConn>, head: &HeadCopy, id: u64) -> PyR
     let py = conn.py();
     let this = conn.get();
     let server = this.server.get();
-    let checked = {
-        let method = head.method.bind(py).to_str()?.as_bytes().to_vec();
-        let version: &[u8] = if head.http_version(py).bind(py).to_str()? == "1.1" { b"HTTP/1.1" } else { b"HTTP/1.0" };
-        let fields: Vec<(&[u8], &[u8])> = head.headers.iter().map(|(n, v)| (n.bind(py).as_bytes(), v.bind(py).as_bytes())).collect();
-        ws::check(&method, version, fields)
-    };
     let (scope, cycle) = crate::http::asgi::request(conn, head, id)?;
     let mut cycle = cycle;
     cycle.websocket = true;
-    let upgrade = match checked {
-        Ok(u) => u,
-        Err(e) => {
-            this.st.borrow_mut(py)?.cycle = Some(cycle);
-            if let Some(debug) = &server.log_debug {
-                let client = this.st.borrow(py)?.client.clone_ref(py);
-                debug.call1(py, (format!("WebSocket upgrade refused with {}: {}", e.status(), e.rule()), client))?;
-            }
-            let body = format!("Invalid WebSocket upgrade request: {e}\n");
-            refuse(conn, id, e.status(), e.header(), body.as_bytes())?;
-            return Ok(this.st.borrow(py)?.cycle.is_none());
-        }
+    this.st.borrow_mut(py)?.cycle = Some(cycle);
+    let Some(upgrade) = handshake::check(conn, head, id)? else {
+        return Ok(this.st.borrow(py)?.cycle.is_none());
     };
     let scope = websocket_scope(&scope, &upgrade)?;
-    {
-        let mut st = this.st.borrow_mut(py)?;
-        st.cycle = Some(cycle);
-        st.ws = Some(Box::new(WsState::new(id, upgrade)));
-    }
+    handshake::begin(conn, id, upgrade)?;
     let receive = Py::new(py, Receive { conn: conn.clone().unbind(), cycle: id, ws: true })?;
     let send = Py::new(py, Send { conn: conn.clone().unbind(), cycle: id, ws: true })?;
     match server.app.bind(py).call1((scope, receive, send.bind(py))) {
@@ -87,34 +68,6 @@ fn websocket_scope<'py>(http: &Bound<'py, PyDict>, upgrade: &ws::Upgrade) -> PyR
     extensions.set_item(intern!(py, "websocket.http.response"), PyDict::new(py))?;
     http.set_item(intern!(py, "extensions"), extensions)?;
     Ok(http.clone())
-}
-
-/// An HTTP answer to the upgrade request with `body` (a refused handshake, `websocket.close`
-/// before the accept): written whole, and the connection goes on as HTTP/1.1.
-fn refuse(conn: &Bound<'_, HttpConn>, id: u64, status: u16, header: Option<(&[u8], &[u8])>, body: &[u8]) -> PyResult<()> {
-    let py = conn.py();
-    conn.get().st.borrow_mut(py)?.ws = None;
-    let written = conn.get().with_stamp(py, |st, stamp| -> Result<bool, crate::http::h1::EncodeError> {
-        let st = &mut *st;
-        let Some(c) = current(st, id) else { return Ok(false) };
-        (c.start_seen, c.started, c.status) = (true, true, status);
-        c.sent = body.len() as u64;
-        let mut r = st.h1.response(&mut st.out, status)?;
-        if let Some((n, v)) = header {
-            r.header(n, v)?;
-        }
-        if !body.is_empty() {
-            r.header(b"content-type", b"text/plain; charset=utf-8")?;
-        }
-        r.end(Some(body.len() as u64), stamp)?;
-        st.h1.write_body(&mut st.out, body)?;
-        Ok(true)
-    })?;
-    match written {
-        Ok(true) => cycle::end(conn, id),
-        Ok(false) => Ok(()),
-        Err(e) => Err(PyValueError::new_err(format!("invalid response: {} ({})", e, e.rule()))),
-    }
 }
 
 /// What `receive` finds without waiting.
@@ -287,7 +240,7 @@ pub(crate) fn send(conn: &Bound<'_, HttpConn>, id: u64, ty: &str, msg: &Bound<'_
         (Stand::Gone, "websocket.http.response.body") => http_body(conn, id, msg),
         (Stand::Gone, _) => unexpected(),
         (Stand::Handshake, "websocket.accept") => accept(conn, id, msg),
-        (Stand::Handshake, "websocket.close") => refuse(conn, id, 403, None, b""),
+        (Stand::Handshake, "websocket.close") => handshake::refuse(conn, id, 403, None, b""),
         (Stand::Handshake, "websocket.http.response.start") => {
             let status: u16 = match msg.get_item(intern!(py, "status"))? {
                 Some(s) => s.extract().map_err(|_| PyTypeError::new_err(format!("Invalid HTTP status code '{s}' in response.")))?,
@@ -322,90 +275,24 @@ fn http_body(conn: &Bound<'_, HttpConn>, id: u64, msg: &Bound<'_, PyDict>) -> Py
     cycle::write_body(conn, id, &body, more)
 }
 
-/// `websocket.accept`: the 101 (with the subprotocol chosen, permessage-deflate if agreed,
-/// and the application's headers), and the connection switches to the session.
+/// `websocket.accept`: the 101 with the subprotocol the application chose and its headers.
 fn accept(conn: &Bound<'_, HttpConn>, id: u64, msg: &Bound<'_, PyDict>) -> PyResult<()> {
     let py = conn.py();
-    let this = conn.get();
-    let server = this.server.get();
-    let settings = server.ws.as_ref().expect("a WebSocket session exists only with WebSocket on");
     let subprotocol: Option<String> = match msg.get_item(intern!(py, "subprotocol"))? {
         None => None,
         Some(s) if s.is_none() => None,
         Some(s) => Some(s.extract().map_err(|_| PyTypeError::new_err("websocket.accept's 'subprotocol' must be a str or None"))?),
     };
-    if subprotocol.as_deref().is_some_and(|p| p.bytes().any(|b| b <= b' ' || b == b',' || b >= 0x7f)) {
-        return Err(PyValueError::new_err(format!("websocket.accept's 'subprotocol' is not a token: {subprotocol:?}")));
-    }
     let fields = match msg.get_item(intern!(py, "headers"))? {
         Some(h) if !h.is_none() => cycle::header_fields(&h)?,
         _ => Vec::new(),
     };
-    let written = this.with_stamp(py, |st, stamp| -> Result<bool, crate::http::h1::EncodeError> {
-        let st = &mut *st;
-        let Some(w) = st.ws.as_deref_mut().filter(|w| w.cycle == id) else { return Ok(false) };
-        let Phase::Handshake(up) = &w.phase else { return Ok(false) };
-        let deflate = settings.deflate.as_ref().and_then(|cfg| up.negotiate_deflate(cfg));
-        let mut r = st.h1.response(&mut st.out, 101)?;
-        for (n, v) in up.response_headers(subprotocol.as_deref().map(str::as_bytes), deflate.as_ref().map(|d| d.1.as_slice())) {
-            r.header(n, v)?;
-        }
-        for (n, v) in &fields {
-            r.header(n.as_bytes(), v.as_bytes())?;
-        }
-        r.end(None, stamp)?;
-        st.h1.end_response(&mut st.out)?;
-        let rest = st.h1.take_upgraded();
-        let mut c = ws::Conn::new(settings.config.clone(), deflate.map(|d| d.0));
-        c.feed(&rest);
-        w.phase = Phase::Open(Box::new(c));
-        if let Some(c) = current(st, id) {
-            (c.start_seen, c.started, c.status) = (true, true, 101);
-        }
-        st.since = monotonic_ns();
-        Ok(true)
-    })?;
-    match written {
-        Ok(true) => {}
-        Ok(false) => return Ok(()),
-        Err(e) => return Err(PyValueError::new_err(format!("invalid response: {} ({})", e, e.rule()))),
+    if handshake::switch(conn, id, subprotocol.as_deref(), &fields)? {
+        handshake::accepted(conn, id)?;
+        HttpConn::queue_flush(conn)?;
+        super::process(conn)?;
     }
-    accepted(conn, id)
-}
-
-/// After the 101: the access log line, the request counted, close 1001 at once if the server
-/// is shutting down, and what arrived behind the request read.
-fn accepted(conn: &Bound<'_, HttpConn>, id: u64) -> PyResult<()> {
-    let py = conn.py();
-    let this = conn.get();
-    let server = this.server.get();
-    if let Some(log) = &server.access_log {
-        let entry = {
-            let mut st = this.st.borrow_mut(py)?;
-            current(&mut st, id).map(|c: &mut Cycle| {
-                let seconds = monotonic_ns().saturating_sub(c.begun) as f64 / 1e9;
-                (c.method.clone_ref(py), c.path.clone_ref(py), c.query.clone_ref(py), c.version.clone_ref(py), seconds)
-            })
-        };
-        if let Some((method, path, query, version, seconds)) = entry {
-            let client = this.st.borrow(py)?.client.clone_ref(py);
-            log.call1(py, (client, method, path, query, version, 101, 0, seconds))?;
-        }
-    }
-    if server.count_request() {
-        if let Some(cb) = &server.on_max_requests {
-            cb.call0(py)?;
-        }
-    }
-    if server.shutting_down.load(std::sync::atomic::Ordering::Relaxed) {
-        let mut st = this.st.borrow_mut(py)?;
-        let st = &mut *st;
-        if let Some(w) = st.ws.as_deref_mut() {
-            w.close(&mut st.out, ws::code::GOING_AWAY, "");
-        }
-    }
-    HttpConn::queue_flush(conn)?;
-    super::process(conn)
+    Ok(())
 }
 
 /// `websocket.send`: one message, text or bytes.

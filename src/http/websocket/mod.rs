@@ -21,6 +21,7 @@
 //! reads on by itself and drops data messages until the peer's close (`drain`).
 
 pub(crate) mod asgi;
+pub(crate) mod handshake;
 
 use pyo3::prelude::*;
 
