@@ -113,6 +113,8 @@ pub struct ServerState {
     /// Called once when `max_requests` is reached.
     pub(crate) on_max_requests: Option<Py<PyAny>>,
     pub(crate) ws: Option<WsSettings>,
+    /// The native WebSocket handler (`native_handler(..., websocket=...)`).
+    pub(crate) ws_handler: Option<Py<PyAny>>,
     date: GilCell<Date>,
     pub(crate) requests: AtomicU64,
     pub(crate) in_flight: AtomicU64,
@@ -170,7 +172,7 @@ impl ServerState {
         date_header = true, access_log = None, log_error, log_debug = None, proxy_trusted = None,
         limit_concurrency = None, max_requests = None, on_max_requests = None, wsgi_submit = None,
         headers = Vec::new(), ws = "auto", ws_max_size = 16 * 1024 * 1024, ws_ping_interval = Some(20.0),
-        ws_ping_timeout = Some(20.0), ws_per_message_deflate = true,
+        ws_ping_timeout = Some(20.0), ws_per_message_deflate = true, ws_handler = None,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn py_new(
@@ -204,6 +206,7 @@ impl ServerState {
         ws_ping_interval: Option<f64>,
         ws_ping_timeout: Option<f64>,
         ws_per_message_deflate: bool,
+        ws_handler: Option<Py<PyAny>>,
     ) -> PyResult<ServerState> {
         let ns = |s: f64, what: &str| -> PyResult<u64> {
             if s.is_nan() || s < 0.0 {
@@ -222,15 +225,20 @@ impl ServerState {
             }
         }
         let interface = Interface::parse(interface)?;
-        let ws = match (ws, interface) {
-            ("off", _) | ("auto", Interface::Native | Interface::NativeAsync | Interface::Wsgi) => None,
-            ("on" | "auto", Interface::Asgi) => Some(WsSettings {
+        let speaks_ws = interface == Interface::Asgi || (ws_handler.is_some() && interface != Interface::Wsgi);
+        let ws = match (ws, speaks_ws) {
+            ("off", _) | ("auto", false) => None,
+            ("on" | "auto", true) => Some(WsSettings {
                 config: super::ws::Config { max_message: ws_max_size.max(1), ..super::ws::Config::default() },
                 deflate: ws_per_message_deflate.then(super::ws::DeflateConfig::default),
                 ping_interval: ns(ws_ping_interval.unwrap_or(0.0), "ws_ping_interval")?,
                 ping_timeout: ns(ws_ping_timeout.unwrap_or(0.0), "ws_ping_timeout")?,
             }),
-            ("on", _) => return Err(PyValueError::new_err(format!("--ws on: WebSocket needs the ASGI interface, not {interface:?}"))),
+            ("on", false) => {
+                return Err(PyValueError::new_err(format!(
+                    "--ws on: the {interface:?} interface has no WebSocket handler (ASGI apps, and native handlers given websocket=, have)"
+                )))
+            }
             (other, _) => return Err(PyValueError::new_err(format!("--ws: {other:?} is not one of auto, on, off"))),
         };
         let limits = Limits { max_request_line, max_header_bytes, max_headers: max_headers.min(256), max_body, ..Limits::default() };
@@ -265,6 +273,7 @@ impl ServerState {
             max_requests,
             on_max_requests,
             ws,
+            ws_handler,
             date: GilCell::new(Date { cache: DateCache::new(SystemTime::now()), second: monotonic_ns() / 1_000_000_000 }),
             requests: AtomicU64::new(0),
             in_flight: AtomicU64::new(0),
@@ -341,6 +350,7 @@ impl ServerState {
         visit.call(&self.app)?;
         visit.call(&self.runner)?;
         visit.call(&self.wsgi_submit)?;
+        visit.call(&self.ws_handler)?;
         visit.call(&self.loop_)?;
         visit.call(&self.access_log)?;
         visit.call(&self.log_error)?;

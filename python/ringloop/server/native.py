@@ -26,6 +26,37 @@ buffer is above its high-water mark), `await writer.drain()`, `writer.end()`.
 
 Exceptions are logged with their traceback and answered with a 500 (or, once the response
 started, by closing the connection); they never stop the server.
+
+WebSocket: give the handler a `WebSocketHandler` (any object with some of its methods), and
+upgrade requests go to it — its callbacks are called straight from the connection, with the
+message as the `str` or `bytes` it is:
+
+```python
+from ringloop.server.native import WebSocketHandler, broadcast, native_handler
+
+class Chat(WebSocketHandler):
+    def __init__(self):
+        self.members = set()
+
+    def on_open(self, ws):
+        self.members.add(ws)
+
+    def on_message(self, ws, data):      # str (text) or bytes (binary)
+        broadcast(self.members, data)    # one native loop over the members
+
+    def on_close(self, ws, code, reason):
+        self.members.discard(ws)
+
+@native_handler(websocket=Chat())
+def app(request):                        # plain HTTP requests still come here
+    return Response(200, body=b"use a WebSocket")
+```
+
+`ws.send(data)` returns `False` once the transport's buffer is above its high-water mark; no
+further message is delivered to that session until it drains (the client is held back by TCP).
+`ws.close(code=1000, reason="")`, `ws.ping(data)`, `ws.closed`, `ws.request` (the upgrade
+request) and `ws.subprotocol` complete it; an exception in a callback is logged and closes the
+session with 1011.
 """
 
 from __future__ import annotations
@@ -41,10 +72,38 @@ from .asgi import pathsend
 Request = _core.Request
 Response = _core.Response
 ClientDisconnected = _core.ClientDisconnected
+WebSocket = _core.WebSocket
+broadcast = _core.broadcast
 
 
-def native_handler(fn: Callable) -> Callable:
-    """Mark `fn` as a native handler (`--interface auto` then serves it natively)."""
+class WebSocketHandler:
+    """The callbacks of native WebSocket sessions (see the module docs); each is optional."""
+
+    def on_connect(self, request: Request) -> bool | str | None:
+        """Before the 101: `False` denies the upgrade (403), a `str` picks that subprotocol
+        (one the client offered: `request.header(b"sec-websocket-protocol")`), anything else
+        accepts."""
+        return None
+
+    def on_open(self, ws: WebSocket) -> None:
+        """After the 101."""
+
+    def on_message(self, ws: WebSocket, data: str | bytes) -> None:
+        """A whole message: `str` for text, `bytes` for binary."""
+
+    def on_close(self, ws: WebSocket, code: int, reason: str) -> None:
+        """The session ended: the client's close code (1005 if it gave none), 1006 when the
+        connection went without a close, or ours after a protocol error."""
+
+
+def native_handler(fn: Callable | None = None, *, websocket: Any = None) -> Callable:
+    """Mark `fn` as a native handler (`--interface auto` then serves it natively);
+    `websocket`: the `WebSocketHandler` that upgrade requests go to. Used bare (`@native_handler`)
+    or with arguments (`@native_handler(websocket=Chat())`)."""
+    if fn is None:
+        return lambda f: native_handler(f, websocket=websocket)
+    if websocket is not None:
+        fn.__ringloop_websocket__ = websocket
     if inspect.iscoroutinefunction(fn):
         fn.__ringloop_interface__ = "native-async"
         params = [

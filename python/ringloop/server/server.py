@@ -159,6 +159,7 @@ class Server:
             ws_ping_interval=c.ws_ping_interval,
             ws_ping_timeout=c.ws_ping_timeout,
             ws_per_message_deflate=c.ws_per_message_deflate,
+            ws_handler=getattr(self.app, "__ringloop_websocket__", None),
         )
 
     # -- running ------------------------------------------------------------------------------

@@ -240,6 +240,9 @@ impl HttpConn {
                     Err(e) => send.get().failed(py, &e.into_value(py).into_bound(py))?,
                 }
             }
+            Interface::Native | Interface::NativeAsync if head.websocket && server.ws_handler.is_some() => {
+                return websocket::native::start(slf, &head, id);
+            }
             Interface::Native => {
                 let (request, mut cycle, _) = native::request(slf, &head, id, false)?;
                 if head.has_body {
@@ -626,7 +629,8 @@ impl HttpConn {
         if let Some(h) = host {
             h.get().connection_closed(py)?;
         }
-        Ok(())
+        websocket::native::connection_lost(slf)
+
     }
 
     fn pause_writing(&self, py: Python<'_>) -> PyResult<()> {
@@ -634,14 +638,21 @@ impl HttpConn {
         Ok(())
     }
 
-    fn resume_writing(&self, py: Python<'_>) -> PyResult<()> {
-        let waiters = {
-            let mut st = self.st.borrow_mut(py)?;
+    fn resume_writing(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let py = slf.py();
+        let this = slf.get();
+        let (waiters, session) = {
+            let mut st = this.st.borrow_mut(py)?;
             st.write_paused = false;
-            std::mem::take(&mut st.drain_waiters)
+            (std::mem::take(&mut st.drain_waiters), websocket::open(&mut st).is_some())
         };
         for w in waiters {
             cycle::resolve(w.bind(py), py.None().bind(py))?;
+        }
+        if session {
+            // A WebSocket session stops reading (and a native one delivering) while the
+            // transport's buffer is full: both go on now.
+            websocket::process(slf)?;
         }
         Ok(())
     }
@@ -666,6 +677,9 @@ impl HttpConn {
         visit.call(&st.client)?;
         visit.call(&st.local)?;
         visit.call(&st.host)?;
+        if let Some(w) = st.ws.as_deref() {
+            visit.call(&w.native)?;
+        }
         for w in &st.drain_waiters {
             visit.call(w)?;
         }
@@ -677,7 +691,7 @@ impl HttpConn {
 
     fn __clear__(&self) {
         let taken = self.st.try_borrow_mut_unattached().map(|mut st| {
-            (st.io.take(), st.transport.take(), std::mem::take(&mut st.drain_waiters), st.cycle.take())
+            (st.io.take(), st.transport.take(), std::mem::take(&mut st.drain_waiters), st.cycle.take(), st.ws.take())
         });
         drop(taken);
     }

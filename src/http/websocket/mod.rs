@@ -22,6 +22,7 @@
 
 pub(crate) mod asgi;
 pub(crate) mod handshake;
+pub mod native;
 
 use pyo3::prelude::*;
 
@@ -55,6 +56,8 @@ pub(crate) struct WsState {
     pub(crate) close_sent_at: u64,
     /// When our keep-alive ping was written, until a byte arrives after it.
     pub(crate) ping_sent_at: Option<u64>,
+    /// A native session's `WebSocket` (its handler's callbacks are called from here).
+    pub(crate) native: Option<Py<native::WebSocket>>,
 }
 
 impl WsState {
@@ -67,6 +70,7 @@ impl WsState {
             app_done: false,
             close_sent_at: 0,
             ping_sent_at: None,
+            native: None,
         }
     }
 
@@ -122,11 +126,13 @@ pub(crate) fn wants_read(st: &mut ConnState) -> Option<bool> {
 /// Act on what arrived for an open session: answer a waiting `receive`, or drain.
 pub(crate) fn process(conn: &Bound<'_, HttpConn>) -> PyResult<()> {
     let py = conn.py();
-    let waiting = {
+    let (waiting, native) = {
         let st = conn.get().st.borrow(py)?;
-        st.cycle.as_ref().is_some_and(|c| c.receive_waiter.is_some())
+        (st.cycle.as_ref().is_some_and(|c| c.receive_waiter.is_some()), st.ws.as_deref().is_some_and(|w| w.native.is_some()))
     };
-    if waiting {
+    if native {
+        native::deliver(conn)?;
+    } else if waiting {
         asgi::answer_receiver(conn)?;
     } else {
         drain(conn)?;
