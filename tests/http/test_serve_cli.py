@@ -217,6 +217,14 @@ def test_app_that_cannot_be_imported_is_one_line_and_exit_1(app, message, worker
         assert done.stderr.count("\n") == 1, done.stderr
 
 
+def test_ws_on_for_an_app_without_websocket_is_exit_1_in_one_line():
+    done = run_cli("serve", "serve_apps:wsgi_pid", "--port", str(free_port()), "--ws", "on")
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert "--ws on: a wsgi application has no WebSocket side" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
 @pytest.mark.parametrize("workers", ["1", "2"])
 def test_lifespan_startup_failure_exits_3(workers):
     done = run_cli(

@@ -479,7 +479,13 @@ def _add_serve_arguments(p: argparse.ArgumentParser) -> None:
     )
 
     g = p.add_argument_group("WebSocket")
-    g.add_argument("--ws", choices=WS_MODES, default=d("ws"), help="WebSocket support")
+    g.add_argument(
+        "--ws",
+        choices=WS_MODES,
+        default=d("ws"),
+        help="WebSocket support (auto: for ASGI apps and native handlers given websocket=; "
+        "off: upgrade requests are plain HTTP requests)",
+    )
     g.add_argument(
         "--ws-max-size",
         metavar="BYTES",

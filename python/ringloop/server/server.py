@@ -24,7 +24,7 @@ from typing import Any
 from .. import _core
 from . import asgi, logs
 from .config import Config, ConfigError, load_env_file
-from .importer import detect_interface, load
+from .importer import AppLoadError, detect_interface, load
 from .lifespan import Lifespan, LifespanFailed
 from .logs import logger
 
@@ -114,6 +114,14 @@ class Server:
             from .importer import native_kind
 
             self.interface = native_kind(self.app) or "native"
+        if self.config.ws == "on" and not (
+            self.interface == "asgi"
+            or (self.interface != "wsgi" and hasattr(self.app, "__ringloop_websocket__"))
+        ):
+            raise AppLoadError(
+                f"--ws on: a {self.interface} application has no WebSocket side "
+                "(ASGI apps have; native handlers need native_handler(..., websocket=...))"
+            )
 
     def _state(self, loop) -> _core.ServerState:
         c = self.config
