@@ -120,6 +120,8 @@ _UVICORN_FLAGS = {
     "date_header",
     "access_log",
     "header",
+    "ssl_keyfile",
+    "ssl_certfile",
     "ws_max_size",
     "ws_ping_interval",
     "ws_ping_timeout",

@@ -298,3 +298,29 @@ def test_binary_and_text_keep_their_types(ws_server):
         assert (c.read(10).opcode, c.read(10).opcode) == (BINARY, TEXT)
         c.send(CLOSE, close_payload(1000))
         assert c.read_until(CLOSE, 10).code == 1000
+
+
+def test_wss_over_tls(ws_kind, pool, tmp_path_factory):
+    """wss://: the same session over TLS (the stdlib's SSLProtocol on the native transport)."""
+    import ssl
+
+    trustme = pytest.importorskip("trustme")
+    ca = trustme.CA()
+    cert = ca.issue_cert("127.0.0.1")
+    d = tmp_path_factory.mktemp("tls")
+    key_path, cert_path = d / "key.pem", d / "cert.pem"
+    cert.private_key_pem.write_to_path(str(key_path))
+    cert.cert_chain_pems[0].write_to_path(str(cert_path))
+    srv = pool.get(
+        ws_kind, "srv_ws_app:app", "asgi", ssl_keyfile=str(key_path), ssl_certfile=str(cert_path)
+    )
+    ctx = ssl.create_default_context()
+    ca.configure_trust(ctx)
+    with connect(f"wss://127.0.0.1:{srv.port}/echo", ssl=ctx, max_size=None) as ws:
+        ws.send("over tls")
+        assert ws.recv(timeout=10) == "over tls"
+        data = bytes(range(256)) * 2000
+        ws.send(data)
+        assert ws.recv(timeout=10) == data
+    with connect(f"wss://127.0.0.1:{srv.port}/scope", ssl=ctx) as ws:
+        assert json.loads(ws.recv(timeout=10))["scheme"] == "wss"
