@@ -1,7 +1,8 @@
 //! The HTTP server's native half. `h1` is sans-I/O HTTP/1.1 (no PyO3); `conn` joins it to the
 //! stream transport and the application, one connection each; `request` turns a request head
 //! into Python objects; `ws` is sans-I/O WebSocket (no PyO3 either); `asgi` is the ASGI request
-//! cycle (`receive`/`send`); `server` what the connections of one worker share.
+//! cycle (`receive`/`send`); `server` what the connections of one worker share; `watch` what
+//! the blocking watch reads about the request that blocked the loop.
 //! The Python half is `ringloop.server`.
 
 pub mod asgi;
@@ -13,5 +14,6 @@ pub mod host;
 pub mod native;
 pub mod request;
 pub mod server;
+pub mod watch;
 pub mod ws;
 pub mod wsgi;

@@ -39,6 +39,7 @@ use super::cycle::{self, Cycle};
 use super::request::{self, HeadCopy};
 use super::h1::{After, Conn, Event, Phase, Stamp, CONTINUE};
 use super::server::{Interface, ServerState};
+use super::watch::{self, Recent};
 use crate::eventloop::core::LoopCore;
 use crate::eventloop::flush::FlushAtEnd;
 use crate::eventloop::gil_cell::GilCell;
@@ -70,7 +71,9 @@ pub(crate) struct ConnState {
     write_paused: bool,
     drain_waiters: Vec<Py<PyAny>>,
     /// The connection's host task's coroutine (`host.rs`), made with its first request.
-    host: Option<Py<Host>>,
+    pub(crate) host: Option<Py<Host>>,
+    /// The latest request, kept for the watch while the server tracks requests (`watch.rs`).
+    pub(crate) recent: Option<Recent>,
     pub(crate) lost: bool,
     /// Close once `out` is written.
     close_after: bool,
@@ -225,6 +228,7 @@ impl HttpConn {
         match server.interface {
             Interface::Asgi => {
                 let (scope, cycle) = asgi::request(slf, &head, id)?;
+                watch::note_start(this, py, id, &scope)?;
                 this.st.borrow_mut(py)?.cycle = Some(cycle);
                 let receive = Py::new(py, asgi::Receive { conn: slf.clone().unbind(), cycle: id })?;
                 let send = Py::new(py, asgi::Send { conn: slf.clone().unbind(), cycle: id })?;
@@ -237,6 +241,7 @@ impl HttpConn {
             }
             Interface::Native => {
                 let (request, mut cycle, _) = native::request(slf, &head, id, false)?;
+                watch::note_start(this, py, id, request.bind(py))?;
                 if head.has_body {
                     // The handler gets the whole body: read it first (`collect`).
                     cycle.pending = Some(request);
@@ -249,6 +254,7 @@ impl HttpConn {
             }
             Interface::NativeAsync | Interface::Wsgi => {
                 let (request, cycle, send) = native::request(slf, &head, id, true)?;
+                watch::note_start(this, py, id, request.bind(py))?;
                 this.st.borrow_mut(py)?.cycle = Some(cycle);
                 let receive = request.get().receive_of(py);
                 if server.interface == Interface::Wsgi {
@@ -505,6 +511,7 @@ impl HttpConn {
                 write_paused: false,
                 drain_waiters: Vec::new(),
                 host: None,
+                recent: None,
                 lost: false,
                 close_after: false,
                 linger_after: false,
@@ -644,12 +651,15 @@ impl HttpConn {
         if let Some(c) = &st.cycle {
             c.traverse(&visit)?;
         }
+        if let Some(r) = &st.recent {
+            r.traverse(&visit)?;
+        }
         Ok(())
     }
 
     fn __clear__(&self) {
         let taken = self.st.try_borrow_mut_unattached().map(|mut st| {
-            (st.io.take(), st.transport.take(), std::mem::take(&mut st.drain_waiters), st.cycle.take())
+            (st.io.take(), st.transport.take(), std::mem::take(&mut st.drain_waiters), st.cycle.take(), st.recent.take())
         });
         drop(taken);
     }
