@@ -400,6 +400,30 @@ def _add_serve_arguments(p: argparse.ArgumentParser) -> None:
         help="colour the log (default: when stderr is a terminal)",
     )
 
+    g = p.add_argument_group("watch and metrics")
+    g.add_argument(
+        "--watch-threshold",
+        metavar="SECONDS",
+        type=_seconds,
+        default=None,
+        help="log every slice that blocks the loop this long, with the request that owned it "
+        "(method, path, route, request id, client, duration, line); off by default",
+    )
+    g.add_argument(
+        "--metrics-port",
+        metavar="PORT",
+        type=_integer(0),
+        default=None,
+        help="serve Prometheus metrics on http://HOST:PORT/metrics (prometheus_client); "
+        "with --workers N, worker i on PORT+i",
+    )
+    g.add_argument(
+        "--metrics-host",
+        metavar="HOST",
+        default=d("metrics_host"),
+        help="the address --metrics-port binds to",
+    )
+
     g = p.add_argument_group("workers")
     g.add_argument(
         "--workers",

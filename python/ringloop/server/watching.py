@@ -34,7 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .. import watch
+from ..watch import monitor
 from ..watch.block import Block
 from .logs import logger
 
@@ -163,14 +163,20 @@ class RequestWatch:
         self.threshold = threshold
         self.on_request_block = on_request_block
         self.state: Any = None
+        self.consumer: monitor.Consumer | None = None
 
     def start(self, state: Any, loop: Any) -> None:
+        # A consumer of its own rather than `ringloop.watch.start()`, which is the
+        # application's to call: the two then watch the same loop side by side.
         self.state = state
         state._track_requests(True)
-        watch.start(self.threshold, on_block=self.on_block, loop=loop)
+        self.consumer = monitor.Consumer(self.threshold, self.on_block)
+        monitor.attach(loop, self.consumer)
 
     def stop(self) -> None:
-        watch.stop()
+        if self.consumer is not None:
+            monitor.detach(self.consumer)
+            self.consumer = None
         if self.state is not None:
             self.state._track_requests(False)
 
