@@ -146,6 +146,11 @@ def test_every_flag_reaches_config(monkeypatch):
     assert {name: getattr(config, name) for name in expected} == expected
 
 
+def test_watch_threshold_alone_is_the_documented_default():
+    assert parse("--watch-threshold").watch_threshold == cli.WATCH_THRESHOLD == 0.05
+    assert parse().watch_threshold is None  # off unless asked for
+
+
 def test_web_concurrency_stands_in_for_workers(monkeypatch):
     monkeypatch.setenv("WEB_CONCURRENCY", "3")
     assert parse().workers == 3

@@ -50,6 +50,16 @@ HEARTBEAT = 0.25
 PREFIX = "ringloop"
 
 
+def require_client() -> None:
+    """`--metrics-port` needs prometheus_client: a `ConfigError` (one line) without it."""
+    try:
+        import prometheus_client  # noqa: F401
+    except ImportError:
+        raise ConfigError(
+            "--metrics-port: needs prometheus_client (pip install 'ringloop[serve]')"
+        ) from None
+
+
 class ServerMetrics:
     """One worker's metrics (see the module docs)."""
 
