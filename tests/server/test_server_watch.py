@@ -154,6 +154,35 @@ def test_a_block_names_its_request_and_moves_the_metrics(ringloop_kind, start_se
     assert scrape(mport)["ringloop_http_requests_total", ok] == 4
 
 
+def test_background_work_is_charged_to_its_own_request(ringloop_kind, start_server):
+    """/bg's background work blocks after its response, while the same connection already
+    serves the next request (in a task of its own): the block is /bg's."""
+    server = start_server(ringloop_kind, "srv_watch_app:app", "asgi", watch_threshold=0.05)
+    mark = server.log_mark()
+    conn = http.client.HTTPConnection(HOST, server.port, timeout=20)
+    try:
+        conn.connect()
+        host, cport = conn.sock.getsockname()[:2]
+        for path, rid in (("/bg", "bg-1"), ("/wait", "wait-2")):
+            conn.request("GET", path, headers={"X-Request-ID": rid})
+            resp = conn.getresponse()
+            resp.read()
+            assert resp.status == 200
+    finally:
+        conn.close()
+    [rep] = reports_since(server, mark, 1)
+    assert_report(
+        rep,
+        method="GET",
+        path="/bg",
+        route="/bg",
+        rid="bg-1",
+        client=f"{host}:{cport}",
+        tag="background",
+        func="_late_work",
+    )
+
+
 def rep_kind(server) -> str:
     """The watch's kind for the first report in the log (how the loop thread spent it)."""
     return re.search(r"loop blocked .*\[(\w+)\]", server.log()).group(1)
@@ -205,8 +234,11 @@ def test_without_the_flag_no_request_is_kept():
     assert kept(None) == (False, [])
     tracking, rows = kept(0.05)
     assert tracking
-    [(_conn, _task, scope, cycle, _begun, _client, busy)] = rows
-    assert (scope["path"], cycle, busy) == ("/fast", 1, False)
+    # The connection's latest request, which its host task ran.
+    assert sorted(r[1] for r in rows) == ["hosted", "latest"]
+    for _conn, kind, task, scope, cycle, _begun, _client in rows:
+        assert (scope["path"], cycle) == ("/fast", 1)
+        assert (task is None) == (kind == "latest")
 
 
 def test_wsgi_blocks_a_thread_not_the_loop(ringloop_kind, start_server):

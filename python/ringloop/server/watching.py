@@ -15,9 +15,10 @@ Nothing is done per request to allow this beyond keeping a reference (`src/http/
 the request is found when a block is reported, from the connections' latest requests
 (`ServerState._recent_requests`):
 
-- a block in a task step (the handler awaited, then blocked): the blocked task is a
-  connection's host task, or a task of the request's own (when the connection's previous
-  request still ran), whose coroutine frames hold the request's scope;
+- a block in a task step (the handler awaited, then blocked): the request the blocked task
+  runs — the request a connection's host task runs (which may be one whose background work
+  goes on after its response while the connection serves the next), or the one a task of
+  its own runs (made when the host task was busy so);
 - a block in a request's first step, which the connection's read callback runs inline before
   any task step: the request that began inside the blocked slice.
 
@@ -60,30 +61,34 @@ class BlockedRequest:
 
 
 def request_of(block: Block, rows: list[tuple]) -> BlockedRequest | None:
-    """The request that owned `block`'s slice, from `ServerState._recent_requests()` rows."""
+    """The request that owned `block`'s slice, from `ServerState._recent_requests()` rows
+    `(conn_id, kind, task, subject, cycle, begun_ns, client)` (see `src/http/watch.rs`)."""
     if not rows:
         return None
     task = block.task
-    row = None
     if task is not None:
-        row = next((r for r in rows if r[1] is not None and r[1] is task), None)
+        row = next((r for r in rows if r[2] is not None and r[2] is task), None)
         if row is None:
             row = _row_in_frames(task, rows)
-    if row is None:
-        # A first step runs inline in the read callback: the request began inside the slice.
-        end = block.start_ns + int(block.duration * 1e9)
-        inside = [r for r in rows if block.start_ns <= r[4] <= end]
-        if inside:
-            row = max(inside, key=lambda r: r[4])
-    if row is None:
-        return None
-    conn_id, _task, subject, cycle, _begun, client, _busy = row
+        if row is not None:
+            return _from_row(row)
+    # A first step runs inline in the read callback: the request began inside the slice.
+    end = block.start_ns + int(block.duration * 1e9)
+    inside = [r for r in rows if r[1] == "latest" and block.start_ns <= r[5] <= end]
+    if inside:
+        return _from_row(max(inside, key=lambda r: r[5]))
+    return None
+
+
+def _from_row(row: tuple) -> BlockedRequest:
+    conn_id, _kind, _task, subject, cycle, _begun, client = row
     return _describe(subject, client, f"{_PID}-{conn_id}-{cycle}")
 
 
 def _row_in_frames(task: Any, rows: list[tuple]) -> tuple | None:
-    """A task of the request's own: its coroutine chain holds the scope (or Request) as a local."""
-    by_id = {id(r[2]): r for r in rows}
+    """A task of a request's own older than the connection's latest such task: its coroutine
+    chain, while it runs, holds the request's scope (or Request) as a local."""
+    by_id = {id(r[3]): r for r in rows}
     coro = task.get_coro()
     for _ in range(64):
         frame = getattr(coro, "cr_frame", None) or getattr(coro, "gi_frame", None)
@@ -91,7 +96,7 @@ def _row_in_frames(task: Any, rows: list[tuple]) -> tuple | None:
             break
         for value in frame.f_locals.values():
             row = by_id.get(id(value))
-            if row is not None and row[2] is value:
+            if row is not None and row[3] is value:
                 return row
         coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
         if coro is None:

@@ -39,7 +39,7 @@ use super::cycle::{self, Cycle};
 use super::request::{self, HeadCopy};
 use super::h1::{After, Conn, Event, Phase, Stamp, CONTINUE};
 use super::server::{Interface, ServerState};
-use super::watch::{self, Recent};
+use super::watch::{self, Records};
 use crate::eventloop::core::LoopCore;
 use crate::eventloop::flush::FlushAtEnd;
 use crate::eventloop::gil_cell::GilCell;
@@ -72,8 +72,8 @@ pub(crate) struct ConnState {
     drain_waiters: Vec<Py<PyAny>>,
     /// The connection's host task's coroutine (`host.rs`), made with its first request.
     pub(crate) host: Option<Py<Host>>,
-    /// The latest request, kept for the watch while the server tracks requests (`watch.rs`).
-    pub(crate) recent: Option<Recent>,
+    /// The requests the watch may need, kept while the server tracks them (`watch.rs`).
+    pub(crate) watch: Records,
     pub(crate) lost: bool,
     /// Close once `out` is written.
     close_after: bool,
@@ -286,9 +286,11 @@ impl HttpConn {
             }
         };
         if !host.get().busy(py)? {
+            watch::note_hosted(this, py)?;
             return Host::run_first_step(host.bind(py), this.loop_(py), coro, send.map(|s| s.clone().unbind()));
         }
         let task = Self::spawn_task(slf, coro)?;
+        watch::note_spawned(this, py, &task)?;
         if let Some(s) = send {
             asgi::watch(s, &task)?;
         }
@@ -511,7 +513,7 @@ impl HttpConn {
                 write_paused: false,
                 drain_waiters: Vec::new(),
                 host: None,
-                recent: None,
+                watch: Records::default(),
                 lost: false,
                 close_after: false,
                 linger_after: false,
@@ -651,15 +653,13 @@ impl HttpConn {
         if let Some(c) = &st.cycle {
             c.traverse(&visit)?;
         }
-        if let Some(r) = &st.recent {
-            r.traverse(&visit)?;
-        }
+        st.watch.traverse(&visit)?;
         Ok(())
     }
 
     fn __clear__(&self) {
         let taken = self.st.try_borrow_mut_unattached().map(|mut st| {
-            (st.io.take(), st.transport.take(), std::mem::take(&mut st.drain_waiters), st.cycle.take(), st.recent.take())
+            (st.io.take(), st.transport.take(), std::mem::take(&mut st.drain_waiters), st.cycle.take(), std::mem::take(&mut st.watch))
         });
         drop(taken);
     }
