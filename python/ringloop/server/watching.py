@@ -11,9 +11,9 @@ from the worker's pid, the connection and its request count), client, duration a
     WARNING:  loop blocked 101.3 ms by GET /items/3 route=/items/{item_id}
               request_id=abc-1 client=127.0.0.1:40112 at /srv/app.py:12 in item [sleep]
 
-Nothing is done per request to allow this beyond keeping a reference (`src/http/watch.rs`):
-the request is found when a block is reported, from the connections' latest requests
-(`ServerState._recent_requests`):
+Nothing is done per request to allow this beyond keeping references to its scope
+(`src/http/watch.rs`): the request is found when a block is reported, from the records the
+connections keep (`ServerState._recent_requests`):
 
 - a block in a task step (the handler awaited, then blocked): the request the blocked task
   runs — the request a connection's host task runs (which may be one whose background work
@@ -39,9 +39,6 @@ from ..watch import monitor
 from ..watch.block import Block
 from .logs import logger
 
-# The generated id's prefix: the worker's pid in hex, so ids from several workers never clash.
-_PID = f"{os.getpid():x}"
-
 
 @dataclass
 class BlockedRequest:
@@ -55,8 +52,8 @@ class BlockedRequest:
 
     @property
     def route_label(self) -> str:
-        """What metrics group blocks by: the template, else the path (bounded: '-' when
-        neither is known)."""
+        """What metrics group blocks by: the template, or '-' (never the raw path, so the
+        label set stays bounded)."""
         return self.route or "-"
 
 
@@ -82,7 +79,9 @@ def request_of(block: Block, rows: list[tuple]) -> BlockedRequest | None:
 
 def _from_row(row: tuple) -> BlockedRequest:
     conn_id, _kind, _task, subject, cycle, _begun, client = row
-    return _describe(subject, client, f"{_PID}-{conn_id}-{cycle}")
+    # The worker's pid in hex first, so ids from several workers never clash (read now: a
+    # worker is a fork of whoever imported this module).
+    return _describe(subject, client, f"{os.getpid():x}-{conn_id}-{cycle}")
 
 
 def _row_in_frames(task: Any, rows: list[tuple]) -> tuple | None:
