@@ -21,6 +21,11 @@ something else. WSGI runs on epoll (see ``backend_under_valgrind``).
     python benchmarks/http_callgrind.py [--subjects ringloop-asgi granian-asgi c-floor]
         [--requests 20000] [--connections 64] [--scenario plaintext|json]
     python benchmarks/http_suite.py --callgrind ...     (the same)
+    python benchmarks/http_callgrind.py --subjects ringloop-asgi \
+        --ringloop-flags "--watch-threshold 0.05" --name http_callgrind_watch.json
+
+``--ringloop-flags`` adds `ringloop serve` flags to the ringloop subjects (the rows are
+named with them), to count what a feature costs per request against a run without.
 
 Slow (a Python server runs ~50× slower under valgrind: a minute or two per subject), so it
 is not part of ``make bench``. Output: ``results/http_callgrind.json`` and a table.
@@ -33,6 +38,7 @@ import contextlib
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -111,13 +117,23 @@ def backend_under_valgrind(interface: str) -> str:
 
 
 def one_run(
-    name: str, response: str, requests: int, connections: int, work: Path, client: str, cpu: int
+    name: str,
+    response: str,
+    requests: int,
+    connections: int,
+    work: Path,
+    client: str,
+    cpu: int,
+    extra: list[str] = (),
 ) -> dict[str, Any]:
-    """One server under callgrind, ``requests`` requests (0: startup only); never raises."""
+    """One server under callgrind, ``requests`` requests (0: startup only); never raises.
+    ``extra``: flags added to a ringloop subject's command line."""
     subject = SUBJECTS[name]
     out_dir = Path(tempfile.mkdtemp(prefix="cg-", dir=work))
     port = None if subject.name == http_peers.FLOOR else http_peers.free_port()
     inner = subject.command(response, port or 0, work)
+    if subject.server == "ringloop":
+        inner = [*inner, *extra]
     cmd = harness.pinned(callgrind_command(inner, out_dir), cpu)
     env = {
         **os.environ,
@@ -169,15 +185,22 @@ def one_run(
 
 
 def measure(
-    name: str, response: str, requests: int, connections: int, work: Path, client: str, cpu: int
+    name: str,
+    response: str,
+    requests: int,
+    connections: int,
+    work: Path,
+    client: str,
+    cpu: int,
+    extra: list[str] = (),
 ) -> dict[str, Any]:
     """Both runs of one subject and the instructions per request."""
     print(f"  {name}: startup run...", flush=True)
-    base = one_run(name, response, 0, connections, work, client, cpu)
+    base = one_run(name, response, 0, connections, work, client, cpu, extra)
     if "error" in base:
         return {"status": "crash", "error": base["error"], "baseline": base}
     print(f"  {name}: {requests} requests...", flush=True)
-    loaded = one_run(name, response, requests, connections, work, client, cpu)
+    loaded = one_run(name, response, requests, connections, work, client, cpu, extra)
     if "error" in loaded:
         return {"status": "crash", "error": loaded["error"], "baseline": base, "loaded": loaded}
     per = (loaded["instructions"] - base["instructions"]) / requests
@@ -206,7 +229,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--server-cpu", type=int, default=0)
     parser.add_argument("--quick", action="store_true", help="accepted for run.py; no effect")
     parser.add_argument("--out", type=Path, default=reporting.RESULTS_DIR)
+    parser.add_argument(
+        "--ringloop-flags",
+        default="",
+        help="`ringloop serve` flags added to the ringloop subjects (e.g. '--watch-threshold 0.05')",
+    )
+    parser.add_argument("--name", default="http_callgrind.json", help="the JSON file's name")
     args = parser.parse_args(argv)
+    extra = shlex.split(args.ringloop_flags)
     if shutil.which("valgrind") is None:
         _path, why = harness.ensure_debian("valgrind", "valgrind")
         if why:
@@ -230,10 +260,19 @@ def main(argv: list[str] | None = None) -> int:
             if unavailable:
                 subjects[name] = {"status": "unavailable", "error": unavailable}
                 continue
+            is_ringloop = subject.server == "ringloop"
             res = measure(
-                name, response, args.requests, args.connections, work, client, args.server_cpu
+                name,
+                response,
+                args.requests,
+                args.connections,
+                work,
+                client,
+                args.server_cpu,
+                extra if is_ringloop else [],
             )
-            subjects[name] = {**res, "versions": http_peers.versions(subject)}
+            row = f"{name} {args.ringloop_flags}".strip() if is_ringloop else name
+            subjects[row] = {**res, "versions": http_peers.versions(subject)}
     result = {
         "suite": "http_callgrind",
         "machine": harness.machine_info(),
@@ -241,11 +280,12 @@ def main(argv: list[str] | None = None) -> int:
             "requests": args.requests,
             "connections": args.connections,
             "scenario": args.scenario,
+            "ringloop_flags": args.ringloop_flags,
             "seconds": round(time.monotonic() - t0, 1),
         },
         "subjects": subjects,
     }
-    reporting.publish(result, args.out, "http_callgrind.json", lambda r: ["", table(r)])
+    reporting.publish(result, args.out, args.name, lambda r: ["", table(r)])
     return 0 if any(r["status"] == "ok" for r in subjects.values()) else 1
 
 

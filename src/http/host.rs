@@ -212,6 +212,12 @@ impl Host {
         }
     }
 
+    /// The connection's task, if it has been made (the watch asks which connection a blocked
+    /// task belongs to).
+    pub(crate) fn current_task(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
+        Ok(self.st.borrow(py)?.task.as_ref().map(|t| t.clone_ref(py)))
+    }
+
     /// The connection is gone: end the task once no coroutine needs it.
     pub(crate) fn connection_closed(&self, py: Python<'_>) -> PyResult<()> {
         let park = {

@@ -1,8 +1,9 @@
 //! The HTTP server's native half. `h1` is sans-I/O HTTP/1.1 (no PyO3); `conn` joins it to the
 //! stream transport and the application, one connection each; `request` turns a request head
 //! into Python objects; `ws` is sans-I/O WebSocket (no PyO3 either); `websocket` joins `ws` to the
-//! connection and to ASGI's `websocket` scope; `asgi` is the ASGI request
-//! cycle (`receive`/`send`); `server` what the connections of one worker share.
+//! connection and to ASGI's `websocket` scope; `asgi` is the ASGI request cycle
+//! (`receive`/`send`); `server` what the connections of one worker share; `watch` what the
+//! blocking watch reads about the request that blocked the loop.
 //! The Python half is `ringloop.server`.
 
 pub mod asgi;
@@ -14,6 +15,7 @@ pub mod host;
 pub mod native;
 pub mod request;
 pub mod server;
+pub mod watch;
 pub mod websocket;
 pub mod ws;
 pub mod wsgi;

@@ -119,6 +119,8 @@ pub struct ServerState {
     pub(crate) requests: AtomicU64,
     pub(crate) in_flight: AtomicU64,
     pub(crate) shutting_down: AtomicBool,
+    /// Connections keep their latest request for the watch (`watch.rs`).
+    pub(crate) track_requests: AtomicBool,
     next_id: AtomicU64,
     pub(crate) conns: GilCell<HashMap<u64, Py<HttpConn>>>,
 }
@@ -278,6 +280,7 @@ impl ServerState {
             requests: AtomicU64::new(0),
             in_flight: AtomicU64::new(0),
             shutting_down: AtomicBool::new(false),
+            track_requests: AtomicBool::new(false),
             next_id: AtomicU64::new(0),
             conns: GilCell::new(HashMap::new()),
         })

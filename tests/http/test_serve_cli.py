@@ -28,6 +28,7 @@ GROUPS = (
     "limits and timeouts",
     "TLS",
     "logging",
+    "watch and metrics",
     "workers",
     "development",
     "WebSocket",
@@ -90,6 +91,7 @@ def test_every_flag_reaches_config(monkeypatch):
         *("--reload-include", "*.toml", "--reload-exclude", "tmp*", "--reload-delay", "0.5"),
         *("--ws", "off", "--ws-max-size", "99", "--ws-ping-interval", "7"),
         *("--ws-ping-timeout", "8", "--ws-per-message-deflate", "false"),
+        *("--watch-threshold", "0.05", "--metrics-port", "9100", "--metrics-host", "0.0.0.0"),
     )
     expected = {
         "host": "::1",
@@ -137,8 +139,16 @@ def test_every_flag_reaches_config(monkeypatch):
         "ws_ping_interval": 7.0,
         "ws_ping_timeout": 8.0,
         "ws_per_message_deflate": False,
+        "watch_threshold": 0.05,
+        "metrics_port": 9100,
+        "metrics_host": "0.0.0.0",
     }
     assert {name: getattr(config, name) for name in expected} == expected
+
+
+def test_watch_threshold_alone_is_the_documented_default():
+    assert parse("--watch-threshold").watch_threshold == cli.WATCH_THRESHOLD == 0.05
+    assert parse().watch_threshold is None  # off unless asked for
 
 
 def test_web_concurrency_stands_in_for_workers(monkeypatch):
@@ -166,6 +176,15 @@ def test_web_concurrency_stands_in_for_workers(monkeypatch):
         (["--forwarded-allow-ips", "10.0.0.0/33"], "--forwarded-allow-ips: '10.0.0.0/33'"),
         (["--no-such-flag"], "unrecognized arguments: --no-such-flag"),
         (["--env-file", "/nonexistent/.env"], "--env-file: /nonexistent/.env: no such file"),
+        (["--watch-threshold", "-1"], "--watch-threshold: must be >= 0, got -1"),
+        (["--watch-threshold", "0"], "--watch-threshold: must be > 0 seconds, got 0.0"),
+        (["--watch-threshold", "soon"], "--watch-threshold: expected a number of seconds"),
+        (["--metrics-port", "abc"], "--metrics-port: expected an integer, got 'abc'"),
+        (["--metrics-port", "70000"], "--metrics-port: 70000 is not a TCP port (0-65535)"),
+        (
+            ["--metrics-port", "65535", "--workers", "2"],
+            "--metrics-port: 65535 + 2 workers runs past 65535",
+        ),
     ],
 )
 def test_bad_flag_is_one_line_and_exit_2(argv, line, capsys):
@@ -272,6 +291,7 @@ def test_help_lists_every_group_and_flag():
         ("limits and timeouts", "--limit-max-rss"),
         ("TLS", "--ssl-keyfile"),
         ("logging", "--access-log-format"),
+        ("watch and metrics", "--metrics-host"),
         ("workers", "--workers"),
         ("development", "--reload-dir"),
         ("WebSocket", "--ws-max-size"),

@@ -42,6 +42,9 @@ from .config import (
 
 PROG = "ringloop"
 
+# `--watch-threshold` given without a value (seconds).
+WATCH_THRESHOLD = 0.05
+
 # Exit statuses (see the module docs).
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
@@ -400,6 +403,33 @@ def _add_serve_arguments(p: argparse.ArgumentParser) -> None:
         help="colour the log (default: when stderr is a terminal)",
     )
 
+    g = p.add_argument_group("watch and metrics")
+    g.add_argument(
+        "--watch-threshold",
+        metavar="SECONDS",
+        type=_seconds,
+        nargs="?",
+        const=WATCH_THRESHOLD,
+        default=None,
+        help="log every slice that blocks the loop this long, with the request that owned it "
+        f"(method, path, route, request id, client, duration, line); {WATCH_THRESHOLD} when "
+        "given without a value (default: off)",
+    )
+    g.add_argument(
+        "--metrics-port",
+        metavar="PORT",
+        type=_integer(0),
+        default=None,
+        help="serve Prometheus metrics on http://HOST:PORT/metrics (prometheus_client); "
+        "with --workers N, worker i on PORT+i",
+    )
+    g.add_argument(
+        "--metrics-host",
+        metavar="HOST",
+        default=d("metrics_host"),
+        help="the address --metrics-port binds to",
+    )
+
     g = p.add_argument_group("workers")
     g.add_argument(
         "--workers",
@@ -555,6 +585,10 @@ def main(argv: list[str] | None = None) -> int:
             load_env_file(args.env_file)
         config = config_from_args(args)
         config.ssl_context()  # a key or certificate that does not load is a flag error
+        if config.metrics_port is not None:
+            from .metrics import require_client
+
+            require_client()
     except ConfigError as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE

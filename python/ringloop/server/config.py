@@ -83,6 +83,10 @@ class Config:
     reload_includes: list[str] = field(default_factory=list)
     reload_excludes: list[str] = field(default_factory=list)
     reload_delay: float = 0.25
+    # -- the watch and metrics
+    watch_threshold: float | None = None  # seconds; None: blocks are not reported
+    metrics_port: int | None = None  # None: no /metrics endpoint
+    metrics_host: str = "127.0.0.1"
     # -- WebSocket (the WebSocket issue)
     ws: str = "auto"
     ws_max_size: int = 16 * 1024 * 1024
@@ -145,6 +149,14 @@ class Config:
             "ws_ping_timeout",
         ):
             positive(name, getattr(self, name), zero=True)
+        if self.watch_threshold is not None and not self.watch_threshold > 0:
+            raise ConfigError(f"--watch-threshold: must be > 0 seconds, got {self.watch_threshold}")
+        if self.metrics_port is not None and not 0 <= self.metrics_port <= 65535:
+            raise ConfigError(f"--metrics-port: {self.metrics_port} is not a TCP port (0-65535)")
+        if self.metrics_port is not None and self.metrics_port + self.workers - 1 > 65535:
+            raise ConfigError(
+                f"--metrics-port: {self.metrics_port} + {self.workers} workers runs past 65535"
+            )
         if self.limit_request_headers > 256:
             raise ConfigError("--limit-request-headers: at most 256")
         if bool(self.ssl_keyfile) != bool(self.ssl_certfile):

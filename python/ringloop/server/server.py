@@ -102,6 +102,9 @@ class Server:
         self._wsgi = None
         self._uds: tuple[str, int] | None = None  # a --uds socket file this server made
         self.force_exit = False
+        # --metrics-port and --watch-threshold (metrics.py, watching.py)
+        self.metrics: Any = None
+        self.watching: Any = None
 
     # -- setup --------------------------------------------------------------------------------
 
@@ -154,7 +157,7 @@ class Server:
             server_header="ringloop" if c.server_header else None,
             date_header=c.date_header,
             headers=list(c.headers),
-            access_log=logs.AccessLog(c.access_log_format) if c.access_log else None,
+            access_log=self._response_hook(),
             log_error=logs.error,
             log_debug=logs.debug,
             proxy_trusted=trusted,
@@ -169,6 +172,37 @@ class Server:
             ws_per_message_deflate=c.ws_per_message_deflate,
             ws_handler=getattr(self.app, "__ringloop_websocket__", None),
         )
+
+    def _response_hook(self) -> Any:
+        """What the connections call after each response: the access log, the metrics' counts,
+        both, or nothing."""
+        c = self.config
+        access = logs.AccessLog(c.access_log_format) if c.access_log else None
+        if self.metrics is not None:
+            return self.metrics.response_hook(access)
+        return access
+
+    async def _start_watch_and_metrics(self, loop) -> None:
+        """`--metrics-port` and `--watch-threshold`, once the server state exists."""
+        c = self.config
+        if self.metrics is not None:
+            await self.metrics.serve(
+                loop,
+                self.state,
+                c.metrics_host,
+                c.metrics_port + self.worker if c.metrics_port else 0,
+                reuse_port=c.workers > 1,
+            )
+        if c.watch_threshold is not None:
+            from .watching import RequestWatch
+
+            hook = self.metrics.on_block if self.metrics is not None else None
+            self.watching = RequestWatch(c.watch_threshold, on_request_block=hook)
+            self.watching.start(self.state, loop)
+            if self.metrics is not None:
+                from ..watch import metrics as watch_metrics
+
+                watch_metrics.register_prometheus_client(self.metrics.registry)
 
     # -- running ------------------------------------------------------------------------------
 
@@ -188,12 +222,17 @@ class Server:
         if self.app is None:
             self.load()
         self._stop = loop.create_future()
+        if self.config.metrics_port is not None and self.metrics is None:
+            from .metrics import ServerMetrics
+
+            self.metrics = ServerMetrics()
         lifespan = Lifespan(self.app, self.config.lifespan if self.interface == "asgi" else "off")
         await lifespan.startup()
         try:
             self.state = self._state(loop)
             if lifespan.supported:
                 self.state.set_lifespan_state(lifespan.state)
+            await self._start_watch_and_metrics(loop)
             own = sockets is None
             if own:
                 sockets = [bind_socket(self.config)]
@@ -222,6 +261,7 @@ class Server:
             # gets its shutdown, instead of a lifespan task left pending on a closed loop.
             for listener in self._listeners:
                 listener.close()
+            self._stop_watch_and_metrics()
             with contextlib.suppress(LifespanFailed):
                 await lifespan.shutdown()
             raise
@@ -256,6 +296,8 @@ class Server:
 
     def _sweep(self) -> None:
         loop = asyncio.get_running_loop()
+        if self.metrics is not None:
+            self.metrics.sweep()
         if self.state is not None and self.state.sweep(SWEEP_BATCH):
             # More to close: the rest after the loop has served what is ready.
             self._sweeper = loop.call_soon(self._sweep)
@@ -288,6 +330,7 @@ class Server:
                 await asyncio.wait_for(listener.wait_closed(), 1)
         if self._wsgi is not None:
             self._wsgi.shutdown()
+        self._stop_watch_and_metrics()
         if self._uds is not None:
             path, ino = self._uds
             self._uds = None
@@ -302,6 +345,13 @@ class Server:
                 logger.error("Application shutdown failed: %s", exc)
             else:
                 logger.info("Application shutdown complete.")
+
+    def _stop_watch_and_metrics(self) -> None:
+        if self.watching is not None:
+            self.watching.stop()
+            self.watching = None
+        if self.metrics is not None:
+            self.metrics.close()
 
     async def _wait_for_requests(self, t0: float, deadline: float | None) -> None:
         """Application coroutines still running past their response (background work, as

@@ -43,6 +43,10 @@ class Block:
     next_await: traceback.FrameSummary | None = None  # where the task suspended afterwards
     strict: bool = False  # reported because of an I/O event, not (only) because of duration
     in_progress: bool = False  # still running when its scope ended (duration so far)
+    # For listeners that attribute the block further (`ringloop serve` names the request): the
+    # slice's CLOCK_MONOTONIC start and the task it stepped, if any. Not part of the report.
+    start_ns: int = 0
+    task: Any = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {

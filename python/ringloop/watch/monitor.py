@@ -250,6 +250,8 @@ class LoopMonitor:
             start=time.time() - (time.monotonic_ns() - start_ns) / 1e9,
             kind="unknown",
             backend=self.backend.name,
+            start_ns=start_ns,
+            task=task,
         )
         if task is not None:
             b.task_name = task.get_name()

@@ -39,6 +39,7 @@ use super::cycle::{self, Cycle};
 use super::request::{self, HeadCopy};
 use super::h1::{After, Conn, Event, Phase, Stamp, CONTINUE};
 use super::server::{Interface, ServerState};
+use super::watch::{self, Records};
 use super::websocket::{self, WsState};
 use crate::eventloop::core::LoopCore;
 use crate::eventloop::flush::FlushAtEnd;
@@ -71,7 +72,9 @@ pub(crate) struct ConnState {
     pub(crate) write_paused: bool,
     drain_waiters: Vec<Py<PyAny>>,
     /// The connection's host task's coroutine (`host.rs`), made with its first request.
-    host: Option<Py<Host>>,
+    pub(crate) host: Option<Py<Host>>,
+    /// The requests the watch may need, kept while the server tracks them (`watch.rs`).
+    pub(crate) watch: Records,
     pub(crate) lost: bool,
     /// The WebSocket session of an upgrade request, from its head until the session ends.
     pub(crate) ws: Option<Box<WsState>>,
@@ -230,6 +233,7 @@ impl HttpConn {
             Interface::Asgi if head.websocket && server.ws.is_some() => return websocket::asgi::start(slf, &head, id),
             Interface::Asgi => {
                 let (scope, cycle) = asgi::request(slf, &head, id)?;
+                watch::note_start(this, py, id, &scope)?;
                 this.st.borrow_mut(py)?.cycle = Some(cycle);
                 let receive = Py::new(py, asgi::Receive { conn: slf.clone().unbind(), cycle: id, ws: false })?;
                 let send = Py::new(py, asgi::Send { conn: slf.clone().unbind(), cycle: id, ws: false })?;
@@ -245,6 +249,7 @@ impl HttpConn {
             }
             Interface::Native => {
                 let (request, mut cycle, _) = native::request(slf, &head, id, false)?;
+                watch::note_start(this, py, id, request.bind(py))?;
                 if head.has_body {
                     // The handler gets the whole body: read it first (`collect`).
                     cycle.pending = Some(request);
@@ -257,6 +262,7 @@ impl HttpConn {
             }
             Interface::NativeAsync | Interface::Wsgi => {
                 let (request, cycle, send) = native::request(slf, &head, id, true)?;
+                watch::note_start(this, py, id, request.bind(py))?;
                 this.st.borrow_mut(py)?.cycle = Some(cycle);
                 let receive = request.get().receive_of(py);
                 if server.interface == Interface::Wsgi {
@@ -288,9 +294,11 @@ impl HttpConn {
             }
         };
         if !host.get().busy(py)? {
+            watch::note_hosted(this, py)?;
             return Host::run_first_step(host.bind(py), this.loop_(py), coro, send.map(|s| s.clone().unbind()));
         }
         let task = Self::spawn_task(slf, coro)?;
+        watch::note_spawned(this, py, &task)?;
         if let Some(s) = send {
             asgi::watch(s, &task)?;
         }
@@ -525,6 +533,7 @@ impl HttpConn {
                 write_paused: false,
                 drain_waiters: Vec::new(),
                 host: None,
+                watch: Records::default(),
                 lost: false,
                 ws: None,
                 close_after: false,
@@ -686,12 +695,13 @@ impl HttpConn {
         if let Some(c) = &st.cycle {
             c.traverse(&visit)?;
         }
+        st.watch.traverse(&visit)?;
         Ok(())
     }
 
     fn __clear__(&self) {
         let taken = self.st.try_borrow_mut_unattached().map(|mut st| {
-            (st.io.take(), st.transport.take(), std::mem::take(&mut st.drain_waiters), st.cycle.take(), st.ws.take())
+            (st.io.take(), st.transport.take(), std::mem::take(&mut st.drain_waiters), st.cycle.take(), st.ws.take(), std::mem::take(&mut st.watch))
         });
         drop(taken);
     }

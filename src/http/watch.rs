@@ -1,0 +1,170 @@
+//! What `ringloop serve --watch-threshold` reads about requests when the loop was blocked:
+//! which request each connection started last, and which requests its tasks run, kept only
+//! while the server tracks them.
+//!
+//! Why at report time and not per request: a block is rare, a request is not. With tracking
+//! on, starting a request costs two references kept (the ASGI scope or the native `Request`,
+//! which the request had anyway) and a clock read; nothing is formatted, no id is made, no
+//! Python is called. With tracking off (the default) it costs one relaxed atomic load. When
+//! the watch reports a block, the Python half (`ringloop.server.watching`) asks
+//! `ServerState._recent_requests()` for every connection's records and picks the request that
+//! owned the slice:
+//!
+//! - a block in a task step: the request the blocked task runs — the connection's host task
+//!   (`host.rs`) runs its `hosted` request, a task of the request's own (made while the host
+//!   task still ran an earlier request's background work) its `spawned` one;
+//! - a block in a request's first step, which the connection's read callback runs inline
+//!   (no task is current then): the `latest` request, if it began inside the blocked slice.
+//!
+//! The records outlive their responses on purpose: a handler that blocks and then answers, or
+//! background work that blocks and then returns, has finished before the slice ends, so its
+//! cycle (`cycle.rs`) and its coroutine's frames are gone by the time the report is built.
+//! Each record is replaced by the connection's next request of its kind, and goes with the
+//! connection: an idle keep-alive connection holds its last scope until then.
+
+use std::sync::atomic::Ordering;
+
+use pyo3::prelude::*;
+use pyo3::{PyTraverseError, PyVisit};
+
+use super::conn::HttpConn;
+use super::server::ServerState;
+use crate::reactor::sys::monotonic_ns;
+
+/// One request, as the watch needs it.
+pub(crate) struct Recent {
+    /// The ASGI scope (after the application has run: routers add `route`, `endpoint`), or
+    /// the native `Request`.
+    subject: Py<PyAny>,
+    /// The connection's count of the request (1 for its first): with the connection's id,
+    /// a request id unique in the worker.
+    cycle: u64,
+    /// When the request began (CLOCK_MONOTONIC ns).
+    begun: u64,
+}
+
+impl Recent {
+    fn clone_ref(&self, py: Python<'_>) -> Recent {
+        Recent { subject: self.subject.clone_ref(py), cycle: self.cycle, begun: self.begun }
+    }
+}
+
+/// A connection's records (see the module docs).
+#[derive(Default)]
+pub(crate) struct Records {
+    latest: Option<Recent>,
+    hosted: Option<Recent>,
+    /// The latest task of a request's own, and its request.
+    spawned: Option<(Py<PyAny>, Recent)>,
+}
+
+impl Records {
+    pub(crate) fn traverse(&self, visit: &PyVisit<'_>) -> Result<(), PyTraverseError> {
+        for r in [&self.latest, &self.hosted].into_iter().flatten() {
+            visit.call(&r.subject)?;
+        }
+        if let Some((task, r)) = &self.spawned {
+            visit.call(task)?;
+            visit.call(&r.subject)?;
+        }
+        Ok(())
+    }
+}
+
+fn tracking(conn: &HttpConn) -> bool {
+    conn.server.get().track_requests.load(Ordering::Relaxed)
+}
+
+/// A request starts on `conn` (see the module docs).
+#[inline]
+pub(crate) fn note_start(conn: &HttpConn, py: Python<'_>, cycle: u64, subject: &Bound<'_, PyAny>) -> PyResult<()> {
+    if !tracking(conn) {
+        return Ok(());
+    }
+    let recent = Recent { subject: subject.clone().unbind(), cycle, begun: monotonic_ns() };
+    // The previous record is dropped after the borrow ends: dropping a scope may run finalizers.
+    let old = conn.st.borrow_mut(py)?.watch.latest.replace(recent);
+    drop(old);
+    Ok(())
+}
+
+/// The connection's host task runs the latest request.
+#[inline]
+pub(crate) fn note_hosted(conn: &HttpConn, py: Python<'_>) -> PyResult<()> {
+    if !tracking(conn) {
+        return Ok(());
+    }
+    let old = {
+        let mut st = conn.st.borrow_mut(py)?;
+        let latest = st.watch.latest.as_ref().map(|r| r.clone_ref(py));
+        std::mem::replace(&mut st.watch.hosted, latest)
+    };
+    drop(old);
+    Ok(())
+}
+
+/// `task`, a task of its own, runs the latest request.
+pub(crate) fn note_spawned(conn: &HttpConn, py: Python<'_>, task: &Bound<'_, PyAny>) -> PyResult<()> {
+    if !tracking(conn) {
+        return Ok(());
+    }
+    let old = {
+        let mut st = conn.st.borrow_mut(py)?;
+        let latest = st.watch.latest.as_ref().map(|r| (task.clone().unbind(), r.clone_ref(py)));
+        std::mem::replace(&mut st.watch.spawned, latest)
+    };
+    drop(old);
+    Ok(())
+}
+
+/// One record: `(conn_id, kind, task, subject, cycle, begun_ns, client)`, `kind` one of
+/// `"latest"` (task `None`), `"hosted"` (the host task) and `"spawned"`.
+type Row = (u64, &'static str, Option<Py<PyAny>>, Py<PyAny>, u64, u64, Py<PyAny>);
+
+#[pymethods]
+impl ServerState {
+    /// Keep each connection's requests for the watch (`--watch-threshold`).
+    fn _track_requests(&self, on: bool) {
+        self.track_requests.store(on, Ordering::Relaxed);
+    }
+
+    /// Whether requests are tracked.
+    #[getter]
+    fn tracking_requests(&self) -> bool {
+        self.track_requests.load(Ordering::Relaxed)
+    }
+
+    /// Every open connection's records (see the module docs and `Row`). Called when a block
+    /// is reported, never per request.
+    fn _recent_requests(&self, py: Python<'_>) -> PyResult<Vec<Row>> {
+        let conns: Vec<(u64, Py<HttpConn>)> = self.conns.borrow(py)?.iter().map(|(id, c)| (*id, c.clone_ref(py))).collect();
+        let mut rows = Vec::new();
+        for (id, conn) in conns {
+            let (host, records) = {
+                let st = conn.get().st.borrow(py)?;
+                let w = &st.watch;
+                let mut records: Vec<(&'static str, Option<Py<PyAny>>, Recent)> = Vec::new();
+                if let Some(r) = &w.latest {
+                    records.push(("latest", None, r.clone_ref(py)));
+                }
+                if let Some(r) = &w.hosted {
+                    records.push(("hosted", None, r.clone_ref(py)));
+                }
+                if let Some((t, r)) = &w.spawned {
+                    records.push(("spawned", Some(t.clone_ref(py)), r.clone_ref(py)));
+                }
+                let host = st.host.as_ref().map(|h| h.clone_ref(py));
+                (host, records.into_iter().map(|rec| (rec, st.client.clone_ref(py))).collect::<Vec<_>>())
+            };
+            let host_task = match host {
+                Some(h) => h.get().current_task(py)?,
+                None => None,
+            };
+            for ((kind, task, r), client) in records {
+                let task = if kind == "hosted" { host_task.as_ref().map(|t| t.clone_ref(py)) } else { task };
+                rows.push((id, kind, task, r.subject, r.cycle, r.begun, client));
+            }
+        }
+        Ok(rows)
+    }
+}
