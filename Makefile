@@ -59,7 +59,8 @@ stress: $(BUILT) ## long read-path stress: 2,000 seeded scenarios per loop kind,
 AUTOBAHN_SERVER ?= ringloop
 autobahn: $(BUILT) ## every Autobahn|Testsuite case against `ringloop serve` (AUTOBAHN_SERVER=uvicorn for the reference); table in tests/ws/
 	bash tests/ws/install_autobahn.sh >/dev/null
-	$(PY) tests/ws/ws_autobahn.py --server $(AUTOBAHN_SERVER) --cases all --out target/autobahn/$(AUTOBAHN_SERVER) --markdown tests/ws/AUTOBAHN-$(AUTOBAHN_SERVER).md
+	$(PY) tests/ws/ws_autobahn.py --server $(AUTOBAHN_SERVER) --cases all --out target/autobahn/$(AUTOBAHN_SERVER) --markdown tests/ws/AUTOBAHN-$(AUTOBAHN_SERVER).md \
+		$(if $(filter ringloop,$(AUTOBAHN_SERVER)),--readme README.md)
 
 bench: $(BUILT) ## every benchmark, peers side by side; results in benchmarks/results
 	$(PY) benchmarks/run.py

@@ -1,7 +1,8 @@
 """Run the Autobahn|Testsuite fuzzing client against a WebSocket server and summarise it.
 
     python tests/ws/ws_autobahn.py --server ringloop|uvicorn|uvicorn-wsproto
-        [--cases selection|all|1.*,12.1.*,...] [--out DIR] [--markdown FILE] [--timeout S]
+        [--cases selection|all|1.*,12.1.*,...] [--out DIR] [--markdown FILE] [--readme FILE]
+        [--timeout S]
 
 The server is started as a subprocess on a free loopback port, serving ``ws_echo_app:app``
 (text and binary echo; permessage-deflate on, which both servers offer by default and which
@@ -11,6 +12,10 @@ directory, ``wstest -m fuzzingclient`` runs (``install_autobahn.sh`` provides it
 with the reason from its own report. Exit status 0 when every case is OK, NON-STRICT or
 INFORMATIONAL; 1 otherwise (UNIMPLEMENTED counts as not passing: a server that does not
 negotiate compression has not passed 12.x/13.x); 2 when the run itself could not happen.
+
+``--markdown`` writes the whole summary page (``make autobahn`` commits it as
+``tests/ws/AUTOBAHN-<server>.md``); ``--readme`` puts the table between the
+``<!-- autobahn:begin -->`` and ``<!-- autobahn:end -->`` markers of that file.
 
 This module is also the library of ``test_ws_autobahn.py`` (``run``, ``Summary``).
 """
@@ -267,6 +272,38 @@ def markdown(summary: Summary, cases: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def readme_block(summary: Summary, cases: list[str], page: Path | None) -> str:
+    """The README's Autobahn section: one line on the run, the table, the failures."""
+    when = datetime.now(UTC).strftime("%Y-%m-%d")
+    verdict = (
+        "every case OK, NON-STRICT or INFORMATIONAL"
+        if summary.ok
+        else f"**{len(summary.failures)} case(s) did not pass**"
+    )
+    lines = [
+        f"`make autobahn`, {when}: `{summary.server}` ({_versions(summary.server)}) against "
+        f"the fuzzing client, cases `{', '.join(cases)}`, {len(summary.cases)} cases in "
+        f"{summary.seconds:.0f} s: {verdict}."
+        + (f" The run's page: [{page.name}]({page.as_posix()})." if page else ""),
+        "",
+        summary.table(),
+    ]
+    lines += [f"- {line}" for line in summary.failure_lines()]
+    return "\n".join(lines)
+
+
+def update_readme(readme: Path, body: str) -> bool:
+    """Replace the text between the autobahn markers of ``readme``; False if it has none."""
+    begin, end = "<!-- autobahn:begin -->", "<!-- autobahn:end -->"
+    text = readme.read_text()
+    if begin not in text or end not in text:
+        return False
+    head, rest = text.split(begin, 1)
+    _old, tail = rest.split(end, 1)
+    readme.write_text(f"{head}{begin}\n{body}\n{end}{tail}")
+    return True
+
+
 def _versions(server: str) -> str:
     import importlib.metadata as md
 
@@ -290,6 +327,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--out", type=Path, help="report directory (default: a temporary one)")
     parser.add_argument("--markdown", type=Path, help="also write the summary page here")
+    parser.add_argument(
+        "--readme", type=Path, help="also put the table between this file's autobahn markers"
+    )
     parser.add_argument("--timeout", type=float, default=3600, help="seconds for wstest")
     args = parser.parse_args(argv)
     cases = {"selection": SELECTION, "all": ["*"]}.get(
@@ -313,6 +353,14 @@ def main(argv: list[str] | None = None) -> int:
         args.markdown.parent.mkdir(parents=True, exist_ok=True)
         args.markdown.write_text(markdown(summary, cases))
         print(f"wrote {args.markdown}")
+    if args.readme:
+        page = None
+        if args.markdown:  # a link from the README's folder to the page
+            page = Path(os.path.relpath(args.markdown.resolve(), args.readme.resolve().parent))
+        if update_readme(args.readme, readme_block(summary, cases, page)):
+            print(f"updated {args.readme}")
+        else:
+            print(f"ws_autobahn: {args.readme} has no autobahn markers", file=sys.stderr)
     return 0 if summary.ok else 1
 
 
