@@ -257,7 +257,7 @@ def markdown(summary: Summary, cases: list[str]) -> str:
         "",
         "Written by `make autobahn` (tests/ws/ws_autobahn.py); do not edit by hand.",
         "",
-        f"- server: `{' '.join(server_command(summary.server, 0)[1:5])}` … serving "
+        f"- server: `python {' '.join(server_command(summary.server, 0)[1:5])}` … serving "
         f"`tests/ws/ws_echo_app.py` (echo, permessage-deflate on); {versions}",
         f"- cases: `{', '.join(cases)}` — {len(summary.cases)} cases in "
         f"{summary.seconds:.0f} s, {when}",
@@ -312,7 +312,39 @@ def _versions(server: str) -> str:
     for name in names:
         with contextlib.suppress(md.PackageNotFoundError):
             found.append(f"{name} {md.version(name)}")
+    if server == "ringloop" and (commit := _ringloop_commit()):
+        found[-1:] = [f"{found[-1]} at {commit}" if found else f"ringloop at {commit}"]
     return ", ".join(found)
+
+
+def _ringloop_commit() -> str | None:
+    """The commit of the ringloop checkout the server imports (an editable install's), with
+    ``+dirty`` when its tree has changes: the version number alone does not say which build
+    passed."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("ringloop")
+    if spec is None or spec.origin is None:
+        return None
+    where = str(Path(spec.origin).parent)
+    try:
+        head = subprocess.run(
+            ["git", "-C", where, "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+        dirty = subprocess.run(
+            ["git", "-C", where, "status", "--porcelain", "--", "."],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if head.returncode != 0:
+        return None
+    return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
 
 
 def main(argv: list[str] | None = None) -> int:
