@@ -11,7 +11,7 @@ RUST_SRC := $(shell find src -name '*.rs') Cargo.toml pyproject.toml
 export PYTHONDONTWRITEBYTECODE := 1
 
 .DEFAULT_GOAL := help
-.PHONY: help demo test test-rust test-fuzz fuzz test-py test-bound stress bench lint build clean
+.PHONY: help demo test test-rust test-fuzz fuzz test-py test-bound stress bench lint build clean autobahn
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -45,7 +45,9 @@ test-fuzz: ## 15 s of cargo-fuzz on each HTTP/1.1 parser target (installs cargo-
 fuzz: ## a long fuzz run: 10 minutes per HTTP/1.1 parser target
 	FUZZ_SECONDS=600 bash fuzz/smoke.sh
 
-test-py: $(BUILT) ## pytest: behaviour, conformance (CPython's test_asyncio) and watch tests
+test-py: $(BUILT) ## pytest: behaviour, conformance (CPython's test_asyncio, Autobahn's selection) and watch tests
+	@# wstest for tests/ws (Python 2.7); if this fails, test_ws_autobahn says why
+	-bash tests/ws/install_autobahn.sh >/dev/null
 	RINGLOOP_REQUIRE=1 $(PY) -m pytest -q -p no:cacheprovider
 
 test-bound: $(BUILT) ## the io_uring loop, transport and conformance tests again on thread-bound loops
@@ -54,6 +56,12 @@ test-bound: $(BUILT) ## the io_uring loop, transport and conformance tests again
 stress: $(BUILT) ## long read-path stress: 2,000 seeded scenarios per loop kind, cores busy (about 15 min)
 	$(PY) tests/transport/read_order_stress.py --seeds 2000
 	RINGLOOP_THREAD_BOUND=1 $(PY) tests/transport/read_order_stress.py --seeds 2000 --kinds ringloop-io_uring
+
+AUTOBAHN_SERVER ?= ringloop
+autobahn: $(BUILT) ## every Autobahn|Testsuite case against `ringloop serve` (AUTOBAHN_SERVER=uvicorn for the reference); table in tests/ws/
+	bash tests/ws/install_autobahn.sh >/dev/null
+	$(PY) tests/ws/ws_autobahn.py --server $(AUTOBAHN_SERVER) --cases all --out target/autobahn/$(AUTOBAHN_SERVER) --markdown tests/ws/AUTOBAHN-$(AUTOBAHN_SERVER).md \
+		$(if $(filter ringloop,$(AUTOBAHN_SERVER)),--readme README.md)
 
 bench: $(BUILT) ## every benchmark, peers side by side; results in benchmarks/results
 	$(PY) benchmarks/run.py
