@@ -53,6 +53,15 @@ def _ringloop(_resp: str, port: int, _work: Path) -> list[str]:
     ]
 
 
+def _ringloop_native(_resp: str, port: int, _work: Path) -> list[str]:
+    return [
+        PY,
+        *("-m", "ringloop", "serve", "app_native:app", "--app-dir", str(APPS_DIR)),
+        *("--interface", "native", "--host", "127.0.0.1", "--port", str(port)),
+        *("--no-access-log", "--log-level", "warning", "--lifespan", "off"),
+    ]
+
+
 def _granian(_resp: str, port: int, _work: Path) -> list[str]:
     # As the HTTP suite runs its ASGI row (granian's published method: 1 worker, 1 runtime
     # thread, --runtime-mode st, uvloop), with WebSockets on (its default).
@@ -73,6 +82,14 @@ SUBJECT_LIST = [
         "asgi",
         "`ringloop serve` (ASGI), the native HTTP/1.1 + WebSocket server",
         _ringloop,
+        ("ringloop",),
+    ),
+    Subject(
+        "ringloop-native",
+        "ringloop",
+        "native",
+        "`ringloop serve` with a native `WebSocketHandler` (callbacks, `broadcast`)",
+        _ringloop_native,
         ("ringloop",),
     ),
     Subject(
