@@ -39,10 +39,10 @@ test: test-rust test-fuzz test-py test-bound ## build and run every test (cargo 
 test-rust: ## unit tests of the sans-I/O Rust modules and reactors
 	cargo test --release --lib -q
 
-test-fuzz: ## 15 s of cargo-fuzz on each HTTP/1.1 parser target (installs cargo-fuzz if missing)
+test-fuzz: ## 15 s of cargo-fuzz on each parser target, HTTP/1.1 and WebSocket (installs cargo-fuzz if missing)
 	bash fuzz/smoke.sh
 
-fuzz: ## a long fuzz run: 10 minutes per HTTP/1.1 parser target
+fuzz: ## a long fuzz run: 10 minutes per parser target (HTTP/1.1 and WebSocket)
 	FUZZ_SECONDS=600 bash fuzz/smoke.sh
 
 test-py: $(BUILT) ## pytest: behaviour, conformance (CPython's test_asyncio, Autobahn's selection) and watch tests
