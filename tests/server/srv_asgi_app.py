@@ -15,6 +15,7 @@ import asyncio
 import gc
 import json
 import os
+import time
 import zlib
 from urllib.parse import parse_qs
 
@@ -292,6 +293,12 @@ async def app(scope, receive, send):  # noqa: C901 - one route per behaviour, on
             RESULTS[key] = "started"
         await asyncio.sleep(float(_q(scope, "s", "1")))
         await _answer(send, 200, b"slept " + _q(scope, "s", "1").encode())
+        return
+
+    if path == "/block":
+        # Blocks the whole loop (the mistake the watch is for): nothing else runs meanwhile.
+        time.sleep(float(_q(scope, "s", "1")))
+        await _answer(send, 200, b"blocked")
         return
 
     if path == "/sleep-stream":

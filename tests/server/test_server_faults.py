@@ -29,6 +29,7 @@ import zlib
 import pytest
 from srv_harness import (
     LONG,
+    Incomplete,
     MiB,
     exchange,
     get,
@@ -168,6 +169,35 @@ def test_idle_connection_without_a_request_is_closed(asgi_kind, start_server):
     with server.raw() as c:
         assert c.closed(timeout=10), "a silent connection was kept forever"
     server.wait_connections(0)
+
+
+def test_requests_sent_while_the_loop_is_blocked_are_not_cut_as_idle(asgi_kind, start_server):
+    """Keep-alive connections whose next request arrived while an application blocked the
+    loop for longer than the keep-alive timeout: each is served, none cut as idle (the
+    timeout sweep once ran before the reads queued behind the blocking callback)."""
+    server = start_server(asgi_kind, "srv_asgi_app:app", timeout_keep_alive=1)
+    idle = [server.raw(timeout=20) for _ in range(40)]
+    try:
+        for c in idle:
+            c.send(request("GET", "/path?warm"))
+            assert c.read_response().status == 200
+        blocker = server.raw(timeout=20)
+        blocker.send(request("GET", "/block?s=2.5"))
+        time.sleep(0.5)  # the loop is blocked now: these wait in the sockets
+        for i, c in enumerate(idle):
+            c.send(request("GET", f"/path?i={i}"))
+        statuses = []
+        for c in idle:
+            try:
+                statuses.append(c.read_response().status)
+            except Incomplete:
+                statuses.append("cut")
+        assert blocker.read_response().status == 200
+        blocker.close()
+    finally:
+        for c in idle:
+            c.close()
+    assert statuses == [200] * len(idle), f"{statuses.count('cut')} of {len(idle)} cut"
 
 
 # -- clients that stop reading ---------------------------------------------------------------------

@@ -32,6 +32,9 @@ from .logs import logger
 # SWEEP_BATCH connections are closed before the loop serves the others (see ServerState.sweep).
 SWEEP_INTERVAL = 0.25
 SWEEP_BATCH = 64
+# A sweep that runs this much later than it was due follows a blocked loop: it steps aside
+# for one iteration (see `_sweep`).
+SWEEP_LATE = 0.05
 
 
 def bind_socket(config: Config, *, reuse_port: bool = False) -> socket.socket:
@@ -99,6 +102,7 @@ class Server:
         self._stop: asyncio.Future | None = None
         self._listeners: list[asyncio.AbstractServer] = []
         self._sweeper: asyncio.TimerHandle | None = None
+        self._sweep_due = 0.0  # when the sweep was meant to run (loop.time())
         self._wsgi = None
         self._uds: tuple[str, int] | None = None  # a --uds socket file this server made
         self.force_exit = False
@@ -265,6 +269,7 @@ class Server:
             with contextlib.suppress(LifespanFailed):
                 await lifespan.shutdown()
             raise
+        self._sweep_due = loop.time() + SWEEP_INTERVAL
         self._sweeper = loop.call_later(SWEEP_INTERVAL, self._sweep)
         if signals:
             self._install_signals(loop)
@@ -296,12 +301,23 @@ class Server:
 
     def _sweep(self) -> None:
         loop = asyncio.get_running_loop()
+        now = loop.time()
+        if now - self._sweep_due > SWEEP_LATE:
+            # The loop was blocked (an application's synchronous work): requests that arrived
+            # meanwhile may still be queued behind this callback, unread, and their
+            # connections would look idle since before the block. A timer due now runs after
+            # the next iteration's I/O: sweep then.
+            self._sweep_due = now
+            self._sweeper = loop.call_later(0, self._sweep)
+            return
         if self.metrics is not None:
             self.metrics.sweep()
         if self.state is not None and self.state.sweep(SWEEP_BATCH):
             # More to close: the rest after the loop has served what is ready.
+            self._sweep_due = now
             self._sweeper = loop.call_soon(self._sweep)
             return
+        self._sweep_due = now + SWEEP_INTERVAL
         self._sweeper = loop.call_later(SWEEP_INTERVAL, self._sweep)
 
     async def _shutdown(self, lifespan: Lifespan) -> None:
