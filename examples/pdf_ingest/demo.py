@@ -85,6 +85,10 @@ def main(argv: list[str] | None = None) -> None:
         ap.error("--concurrency and --requests must be at least 1")
 
     extra = list(args.server_arg)
+    if not any(a.startswith("--timeout-keep-alive") for a in extra):
+        # With its default (5 s), ringloop serve closes a keep-alive connection whose next
+        # request arrived while the blocking endpoint held the loop (README, "Load").
+        extra += ["--timeout-keep-alive", "600"]
     watch_in_server = WATCH_FLAG in ringloop_serve_flags()
     if watch_in_server and WATCH_FLAG not in extra:
         extra += [WATCH_FLAG, "0.05"]
@@ -92,7 +96,8 @@ def main(argv: list[str] | None = None) -> None:
     pdf = make_pdf()
     print(f"sample PDF: {len(pdf)} bytes, 6 pages, 4 images; servers: {', '.join(args.servers)}")
     logs: dict[str, str] = {}
-    rows = run(concurrency, 1, requests, pdf, tuple(args.servers), {"ringloop": extra}, logs=logs)
+    flags = {"ringloop": extra, "uvicorn": ["--timeout-keep-alive", "600"]}
+    rows = run(concurrency, 1, requests, pdf, tuple(args.servers), flags, logs=logs)
     print()
     print(table(rows))
 

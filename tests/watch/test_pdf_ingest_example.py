@@ -96,3 +96,54 @@ def test_blocking_option_fails_only_the_blocking_endpoint(example):
     # ...and the same tests of the async endpoint pass.
     for name in MUST_PASS:
         assert got.get(name) == "PASSED", (name, out)
+
+
+def _load_test_module():
+    import sys
+
+    sys.path.insert(0, str(EXAMPLE))
+    try:
+        import load_test
+    finally:
+        sys.path.remove(str(EXAMPLE))
+    return load_test
+
+
+def test_load_tool_measures_and_counts_errors():
+    """load_test.run_load against a small HTTP server on loopback: one in five answers is a
+    500, and the body must arrive whole for the answer to count."""
+    import asyncio
+
+    lt = _load_test_module()
+    seen = []
+
+    async def handle(reader, writer):
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = int(re.search(rb"content-length: (\d+)", head).group(1))
+                seen.append(len(await reader.readexactly(length)))
+                ok = len(seen) % 5 != 0
+                body = b'{"image_keys": []}' if ok else b"no"
+                status = b"200 OK" if ok else b"500 Internal Server Error"
+                writer.write(
+                    b"HTTP/1.1 " + status + b"\r\ncontent-length: %d\r\n\r\n" % len(body) + body
+                )
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            writer.close()
+
+    async def main():
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        async with server:
+            return await lt.run_load(f"http://127.0.0.1:{port}/x", b"p" * 1000, 4, 20)
+
+    result = asyncio.run(main())
+    assert seen == [1000] * 20
+    assert result.ok == 16 and result.errors == {"HTTP 500": 4}
+    assert len(result.latencies_ms) == 16 and result.throughput > 0
+    assert result.summary()["p50_ms"] <= result.summary()["p99_ms"]
+    assert lt.percentile([5, 1, 4, 2, 3], 50) == 3 and lt.percentile([5, 1, 4, 2, 3], 100) == 5
+    with pytest.raises(ValueError, match="http://host:port/path"):
+        lt.parse_url("https://example.com/")
