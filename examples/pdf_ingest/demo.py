@@ -108,7 +108,9 @@ def main(argv: list[str] | None = None) -> None:
         why = "" if watch_in_server else f" (this ringloop serve has no {WATCH_FLAG})"
         print(f"the watch's report for one request to /ingest/blocking{why}:")
         with S3Server() as s3:
-            print(inprocess_block_report(s3, pdf))
+            report = inprocess_block_report(s3, pdf)
+        # The full stack runs through FastAPI's and botocore's frames: show the head.
+        print(report.split("  stack (innermost last):")[0].rstrip())
 
 
 if __name__ == "__main__":
