@@ -31,8 +31,18 @@ PUT_LINE = line_in(app.ingest_blocking, "s3.put_object(")
 EXTRACT_FILE = "extract.py"
 
 
+async def upload(pdf: bytes, size: int = 64 * 1024):
+    """The PDF in 64 kB pieces, as an upload arrives from the network. With httpx's
+    ASGITransport the client and the app run in the test's own task: without a pause between
+    pieces, building the request and the app's whole first step would be one slice."""
+    for i in range(0, len(pdf), size):
+        await asyncio.sleep(0)
+        yield pdf[i : i + size]
+
+
 async def ingest(client, path: str, pdf: bytes) -> dict:
-    r = await client.post(path, content=pdf, headers={"content-type": "application/pdf"})
+    headers = {"content-type": "application/pdf", "content-length": str(len(pdf))}
+    r = await client.post(path, content=upload(pdf), headers=headers)
     assert r.status_code == 200, r.text
     return r.json()
 
