@@ -16,10 +16,10 @@ export PYTHONDONTWRITEBYTECODE := 1
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-$(STAMP): requirements-dev.txt benchmarks/requirements.txt
+$(STAMP): requirements-dev.txt benchmarks/requirements.txt examples/pdf_ingest/requirements.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
-	$(PIP) install -q -r requirements-dev.txt -r benchmarks/requirements.txt
+	$(PIP) install -q -r requirements-dev.txt -r benchmarks/requirements.txt -r examples/pdf_ingest/requirements.txt
 	touch $@
 
 $(BUILT): $(STAMP) $(RUST_SRC)

@@ -6,13 +6,15 @@ import without ``ringloop._core``: it is the fallback for loops that are not rin
 
 Public API: `no_blocking`, `BlockingError`, `BlockingWarning`, `Block`, `start`, `stop`,
 `activate`, `deactivate`, `is_active`, `no_task_leaks`, `no_thread_leaks`, `TaskLeakError`,
-`ThreadLeakError`, `metrics`, `set_stack_sampler`, `set_audit_source`.
+`ThreadLeakError`, `metrics`, `set_stack_sampler`, `set_audit_source`; and pyleak's names
+`no_event_loop_blocking` and `EventLoopBlockError` as migration aliases (compat.py).
 """
 
 from __future__ import annotations
 
 from .audit import AuditSource, IoEvent, PyAuditHookSource
 from .block import Block
+from .compat import EventLoopBlockError, no_event_loop_blocking
 from .leaks import TaskLeakError, ThreadLeakError, no_task_leaks, no_thread_leaks
 from .metrics import PrometheusMetrics, metrics
 from .production import activate, deactivate, is_active, start, stop
@@ -34,6 +36,7 @@ __all__ = [
     "Block",
     "BlockingError",
     "BlockingWarning",
+    "EventLoopBlockError",
     "IoEvent",
     "PrometheusMetrics",
     "PyAuditHookSource",
@@ -46,6 +49,7 @@ __all__ = [
     "is_active",
     "metrics",
     "no_blocking",
+    "no_event_loop_blocking",
     "no_task_leaks",
     "no_thread_leaks",
     "set_audit_source",

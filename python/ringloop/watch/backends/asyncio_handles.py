@@ -77,6 +77,43 @@ def _noop() -> None:
     pass
 
 
+def _end_initial_at_select(loop: Any, st: SliceState) -> None:
+    """End the initial slice when the loop next calls its selector, if no wrapped slice
+    has ended it before.
+
+    When the callback that began watching was the last one of its loop iteration, the next
+    wrapped slice (the no-op) only starts after the loop's next ``select()``. Counting up to
+    there would charge the initial slice with that wait, and with the wait for the GIL when
+    the select returns (long while a worker thread runs C code that holds the GIL, like
+    PyMuPDF in ``asyncio.to_thread``): time in which no callback ran. The selector is wrapped
+    on this loop only, for one call.
+    """
+    selector = getattr(loop, "_selector", None)
+    if selector is None or "select" in vars(selector):
+        return
+    select = selector.select
+
+    def first_select(timeout=None):
+        del selector.select
+        start = st.start_ns
+        if start and st.handle is None and _states.get(loop) is st:
+            end = _mono()
+            st.start_ns = 0
+            if end - start >= st.slow_ns or (st.strict and st.io_events):
+                st.on_slow(None, start, end)
+            elif st.io_raw:
+                st.io_raw = []
+        return select(timeout)
+
+    selector.select = first_select
+
+
+def _unwrap_select(loop: Any) -> None:
+    selector = getattr(loop, "_selector", None)
+    if selector is not None and "select" in vars(selector):
+        del selector.select
+
+
 def _sync_patch() -> None:
     want = bool(_states) or _auto is not None
     if want and events.Handle._run is not _watched_run:
@@ -113,11 +150,13 @@ class AsyncioBackend:
             st = self.state
             st.seq += 1
             st.start_ns = _mono()
+            _end_initial_at_select(self.loop, st)
             self.loop.call_soon(_noop)
 
     def stop(self) -> None:
         if _states.get(self.loop) is self.state:
             del _states[self.loop]
+        _unwrap_select(self.loop)
         _sync_patch()
 
     def retune(self, threshold_ns: int) -> None:

@@ -1,0 +1,117 @@
+"""The PDF-ingest story in about a minute: a real S3 server, the app under `ringloop serve`, a
+short load on the blocking and the async endpoint, the latency table, and the block report
+that names the blocking line.
+
+    python examples/pdf_ingest/demo.py --quick        # `make demo` runs this
+    python examples/pdf_ingest/demo.py --servers uvicorn ringloop --concurrency 100
+
+Starts everything it needs (moto on loopback, the server) and stops it all before exiting.
+When `ringloop serve` has `--watch-threshold` (the server's own blocking report), the demo
+passes `--watch-threshold 0.05` and prints what the server logged. Otherwise it shows the
+same report from an in-process `no_blocking` scope around one request to /ingest/blocking.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import pathlib
+import sys
+
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from compare import run, table  # noqa: E402
+from s3_server import S3Server  # noqa: E402
+from samples import make_pdf  # noqa: E402
+from servers import KINDS, ringloop_serve_flags  # noqa: E402
+
+WATCH_FLAG = "--watch-threshold"
+
+
+def server_block_report(log: str) -> str:
+    """The part of the server's log from its first block report on."""
+    at = log.find("blocked for")
+    if at < 0:
+        return ""
+    start = log.rfind("\n", 0, at) + 1
+    return log[start:]
+
+
+async def _one_blocking_request(pdf: bytes) -> str:
+    import httpx
+    from app import app
+    from ringloop.watch import no_blocking
+
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://demo") as client:
+            await client.post("/ingest/blocking", content=pdf)  # FastAPI's first-call work
+            async with no_blocking(threshold=0.05, action=lambda block: None) as scope:
+                await client.post("/ingest/blocking", content=pdf)
+    if not scope.blocks:
+        return "(no block over 50 ms this time)"
+    return str(max(scope.blocks, key=lambda b: b.duration))
+
+
+def inprocess_block_report(s3: S3Server, pdf: bytes) -> str:
+    saved = dict(os.environ)
+    os.environ.update(s3.env())
+    try:
+        return asyncio.run(_one_blocking_request(pdf))
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="20 concurrent, 60 requests per run")
+    ap.add_argument("--concurrency", type=int, nargs="+", default=None)
+    ap.add_argument("--requests", type=int, default=None, help="requests per run")
+    ap.add_argument("--servers", nargs="+", choices=KINDS, default=["ringloop"])
+    ap.add_argument(
+        "--server-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="extra flag for `ringloop serve` (repeat; use --server-arg=--flag for flags)",
+    )
+    args = ap.parse_args(argv)
+    concurrency = args.concurrency or ([20] if args.quick else [100])
+    requests = args.requests or (60 if args.quick else 300)
+    if min(concurrency) < 1 or requests < 1:
+        ap.error("--concurrency and --requests must be at least 1")
+
+    extra = list(args.server_arg)
+    if not any(a.startswith("--timeout-keep-alive") for a in extra):
+        # With its default (5 s), ringloop serve closes a keep-alive connection whose next
+        # request arrived while the blocking endpoint held the loop (README, "Load").
+        extra += ["--timeout-keep-alive", "600"]
+    watch_in_server = WATCH_FLAG in ringloop_serve_flags()
+    if watch_in_server and WATCH_FLAG not in extra:
+        extra += [WATCH_FLAG, "0.05"]
+
+    pdf = make_pdf()
+    print(f"sample PDF: {len(pdf)} bytes, 6 pages, 4 images; servers: {', '.join(args.servers)}")
+    logs: dict[str, str] = {}
+    flags = {"ringloop": extra, "uvicorn": ["--timeout-keep-alive", "600"]}
+    rows = run(concurrency, 1, requests, pdf, tuple(args.servers), flags, logs=logs)
+    print()
+    print(table(rows))
+
+    report = server_block_report(logs.get("ringloop", "")) if watch_in_server else ""
+    if report:
+        print(f"ringloop serve {WATCH_FLAG} 0.05 reported:\n{report[:6000]}")
+    else:
+        why = "" if watch_in_server else f" (this ringloop serve has no {WATCH_FLAG})"
+        print(f"the watch's report for one request to /ingest/blocking{why}:")
+        with S3Server() as s3:
+            report = inprocess_block_report(s3, pdf)
+        # The full stack runs through FastAPI's and botocore's frames: show the head.
+        print(report.split("  stack (innermost last):")[0].rstrip())
+
+
+if __name__ == "__main__":
+    main()
