@@ -28,11 +28,13 @@ $(BUILT): $(STAMP) $(RUST_SRC)
 
 build: $(BUILT) ## build the native module (release) into .venv
 
-demo: $(BUILT) ## build, then show ringloop against its peers (loop primitives, transports, HTTP servers) and a blocked loop caught
+demo: $(BUILT) ## build, then show ringloop against its peers (primitives, transports, HTTP, WebSocket), a blocked loop caught, and the PDF-ingest service with the requests that blocked
 	$(PY) benchmarks/run.py primitives --quick
 	$(PY) benchmarks/run.py transports --quick
 	$(PY) benchmarks/run.py http --quick
+	$(PY) benchmarks/run.py ws --quick
 	@if [ -f examples/blocking_demo.py ]; then $(PY) examples/blocking_demo.py; fi
+	$(PY) examples/pdf_ingest/demo.py --quick
 
 test: test-rust test-fuzz test-py test-bound ## build and run every test (cargo test, a short fuzz run, pytest on both backends)
 
