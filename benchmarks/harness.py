@@ -679,3 +679,26 @@ def machine_info() -> dict[str, Any]:
         "python_executable": sys.executable,
         "git_commit": commit,
     }
+
+
+def line_queue(stream: Any) -> queue.Queue[str | None]:
+    """The lines of ``stream`` as a queue, read by a thread (so reads can time out); ``None``
+    at its end."""
+    out: queue.Queue[str | None] = queue.Queue()
+
+    def pump() -> None:
+        for line in stream:
+            out.put(line)
+        out.put(None)
+
+    threading.Thread(target=pump, daemon=True).start()
+    return out
+
+
+def json_line(lines: queue.Queue[str | None], timeout: float) -> dict[str, Any] | None:
+    """The next line of a ``line_queue`` as JSON; ``None`` at its end or after ``timeout``."""
+    try:
+        line = lines.get(timeout=timeout)
+    except queue.Empty:
+        return None
+    return json.loads(line) if line else None

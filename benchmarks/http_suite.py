@@ -47,13 +47,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import queue
 import re
 import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -370,27 +368,6 @@ def run_wrk(
     }
 
 
-def _lines(stream: Any) -> queue.Queue[str | None]:
-    """The lines of ``stream`` as a queue, read by a thread (so reads can time out)."""
-    out: queue.Queue[str | None] = queue.Queue()
-
-    def pump() -> None:
-        for line in stream:
-            out.put(line)
-        out.put(None)
-
-    threading.Thread(target=pump, daemon=True).start()
-    return out
-
-
-def _json_line(lines: queue.Queue[str | None], timeout: float) -> dict[str, Any] | None:
-    try:
-        line = lines.get(timeout=timeout)
-    except queue.Empty:
-        return None
-    return json.loads(line) if line else None
-
-
 def run_idle(server: http_peers.PeerServer, sc: Scenario, st: Settings, client: str) -> dict:
     """RSS per idle keep-alive connection: the tree's RSS before the connections, with them.
 
@@ -409,15 +386,15 @@ def run_idle(server: http_peers.PeerServer, sc: Scenario, st: Settings, client: 
     )
     proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert proc.stdin is not None and proc.stdout is not None
-    lines = _lines(proc.stdout)
+    lines = harness.line_queue(proc.stdout)
     try:
-        opened = _json_line(lines, timeout=120)
+        opened = harness.json_line(lines, timeout=120)
         if opened is None:
             return {"failure": "idle client: no report after 120 s"}
         time.sleep(1.0)
         after = harness.tree_rss_bytes(server.pid)
         proc.stdin.close()
-        done = _json_line(lines, timeout=60) or {}
+        done = harness.json_line(lines, timeout=60) or {}
     finally:
         if proc.poll() is None:
             proc.kill()  # our own child, by its handle
@@ -489,14 +466,14 @@ def run_slowloris(
     )
     proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert proc.stdin is not None and proc.stdout is not None
-    lines = _lines(proc.stdout)
+    lines = harness.line_queue(proc.stdout)
     try:
-        opened = _json_line(lines, timeout=120)
+        opened = harness.json_line(lines, timeout=120)
         if opened is None:
             return {**figures, "failure": "slowloris client: no report after 120 s"}
         rss = harness.tree_rss_bytes(server.pid)
         loaded = run_wrk(server, sc, st, tools.wrk, seconds)
-        done = _json_line(lines, timeout=seconds + 60)
+        done = harness.json_line(lines, timeout=seconds + 60)
     finally:
         if proc.poll() is None:
             proc.stdin.close()  # stops it early, if it is still trickling

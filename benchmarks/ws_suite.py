@@ -32,13 +32,10 @@ charts ``ws_report.py``'s, processes and /proc ``harness.py``'s.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import queue
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -183,10 +180,10 @@ def run_load(server: ws_peers.PeerServer, sc: Scenario, st: Settings, client: st
         stderr=subprocess.PIPE,
         text=True,
     )
-    lines = _lines(proc.stdout)
+    lines = harness.line_queue(proc.stdout)
     window = None
     try:
-        first = _json_line(lines, timeout=120)
+        first = harness.json_line(lines, timeout=120)
         if not first or first.get("type") != "connected":
             why = (first or {}).get("error") or "no output"
             return {"failure": f"ws_client could not connect: {why}"}
@@ -194,7 +191,7 @@ def run_load(server: ws_peers.PeerServer, sc: Scenario, st: Settings, client: st
         assert proc.stdin is not None
         proc.stdin.write("go\n")
         proc.stdin.flush()
-        done = _json_line(lines, timeout=st.duration + 60)
+        done = harness.json_line(lines, timeout=st.duration + 60)
         window.close()
     finally:
         if proc.poll() is None:
@@ -220,26 +217,6 @@ def run_load(server: ws_peers.PeerServer, sc: Scenario, st: Settings, client: st
         "rss_bytes": rss,
         "client": done,
     }
-
-
-def _lines(stream: Any) -> queue.Queue[str | None]:
-    out: queue.Queue[str | None] = queue.Queue()
-
-    def pump() -> None:
-        for line in stream:
-            out.put(line)
-        out.put(None)
-
-    threading.Thread(target=pump, daemon=True).start()
-    return out
-
-
-def _json_line(lines: queue.Queue[str | None], timeout: float) -> dict[str, Any] | None:
-    try:
-        line = lines.get(timeout=timeout)
-    except queue.Empty:
-        return None
-    return json.loads(line) if line else None
 
 
 def measure(name: str, sc: Scenario, st: Settings, client: str, work: Path) -> dict[str, Any]:
