@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import os
 import signal
@@ -304,7 +305,10 @@ def update_readme(readme: Path, body: str) -> bool:
     return True
 
 
+@functools.cache
 def _versions(server: str) -> str:
+    """What served, with the commit (``main`` asks before the run, so a commit made while
+    the run goes is not credited with it)."""
     import importlib.metadata as md
 
     names = ["ringloop"] if server == "ringloop" else ["uvicorn", "websockets", "wsproto"]
@@ -371,6 +375,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--cases names no case")
     outdir = args.out or Path(tempfile.mkdtemp(prefix="autobahn-"))
     try:
+        _versions(args.server)
         summary = run(args.server, cases, outdir.resolve(), args.timeout)
     except RuntimeError as exc:
         print(f"ws_autobahn: {exc}", file=sys.stderr)
