@@ -20,10 +20,6 @@ use crate::http::conn::HttpConn;
 use crate::http::cycle::{self, current, ready, ClientDisconnected};
 use crate::http::request::HeadCopy;
 use crate::http::ws;
-use crate::reactor::sys::monotonic_ns;
-
-/// Outgoing frames gathered past this many bytes are written at once (see `send_message`).
-const FLUSH_AT: usize = 64 * 1024;
 
 /// Start the application for a WebSocket upgrade request (`head.websocket`): a refused
 /// upgrade gets its 400/426 here; an acceptable one becomes a session in its handshake and the
@@ -321,13 +317,7 @@ fn send_message(conn: &Bound<'_, HttpConn>, msg: &Bound<'_, PyDict>) -> PyResult
         }
     };
     sent.map_err(|e| PyRuntimeError::new_err(format!("websocket.send refused: {e}")))?;
-    // Written now once there is a lot of it: the transport then says when its buffer is full
-    // (`pause_writing`), and the next `send` waits, where messages gathered for the end of the
-    // loop iteration would grow without bound under an application that never yields.
-    if conn.get().st.borrow(py)?.out.len() >= FLUSH_AT {
-        return HttpConn::flush(conn);
-    }
-    HttpConn::queue_flush(conn)
+    super::frames_added(conn)
 }
 
 /// `websocket.close`: our close frame with the application's code and reason; the session
@@ -346,10 +336,8 @@ fn close(conn: &Bound<'_, HttpConn>, msg: &Bound<'_, PyDict>) -> PyResult<()> {
         let mut st = conn.get().st.borrow_mut(py)?;
         let st = &mut *st;
         let Some(w) = st.ws.as_deref_mut() else { return Ok(()) };
-        let Some(c) = w.conn() else { return Ok(()) };
-        match c.close(&mut st.out, Some(code), &reason) {
-            Ok(()) => w.close_sent_at = monotonic_ns(),
-            Err(ws::SendError::Closing) => {}
+        match w.try_close(&mut st.out, code, &reason) {
+            Ok(()) | Err(ws::SendError::Closing) => {}
             Err(e) => return Err(PyValueError::new_err(format!("websocket.close: {} (code {code}, reason of {} bytes)", e, reason.len()))),
         }
     }

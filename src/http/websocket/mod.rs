@@ -83,12 +83,16 @@ impl WsState {
 
     /// Start the close handshake with `code` (ignored if a close was already sent or received).
     pub(crate) fn close(&mut self, out: &mut Vec<u8>, code: u16, reason: &str) -> bool {
-        let Some(c) = self.conn() else { return false };
-        if c.close(out, Some(code), reason).is_ok() {
-            self.close_sent_at = monotonic_ns();
-            return true;
-        }
-        false
+        self.try_close(out, code, reason).is_ok()
+    }
+
+    /// `close` for a code and reason the application chose: `Closing` when a close was
+    /// already sent or received (nothing to do), another `SendError` for an invalid one.
+    pub(crate) fn try_close(&mut self, out: &mut Vec<u8>, code: u16, reason: &str) -> Result<(), ws::SendError> {
+        let Some(c) = self.conn() else { return Err(ws::SendError::Closing) };
+        c.close(out, Some(code), reason)?;
+        self.close_sent_at = monotonic_ns();
+        Ok(())
     }
 
     /// Whether the session is past its handshake and no one will read it but the connection.
@@ -103,6 +107,21 @@ impl WsState {
 /// The session of `st`, if it is past its handshake.
 pub(crate) fn open(st: &mut ConnState) -> Option<&mut WsState> {
     st.ws.as_deref_mut().filter(|w| matches!(w.phase, Phase::Open(_)))
+}
+
+/// Outgoing frames gathered past this many bytes are written at once: the transport then says
+/// when its buffer is full (`pause_writing`) and the next send learns of it, where frames
+/// gathered for the end of the loop iteration would grow without bound under an application
+/// that sends in a loop without yielding.
+const FLUSH_AT: usize = 64 * 1024;
+
+/// Frames were added to the connection's output by a send: written now past `FLUSH_AT`, else
+/// at the end of the loop iteration.
+pub(crate) fn frames_added(conn: &Bound<'_, HttpConn>) -> PyResult<()> {
+    if conn.get().st.borrow(conn.py())?.out.len() >= FLUSH_AT {
+        return HttpConn::flush(conn);
+    }
+    HttpConn::queue_flush(conn)
 }
 
 /// Bytes from the socket, for an open session (`false`: not one; they go to `h1`).

@@ -25,10 +25,6 @@ use crate::http::cycle::{self, ClientDisconnected};
 use crate::http::native::Request;
 use crate::http::request::HeadCopy;
 use crate::http::ws;
-use crate::reactor::sys::monotonic_ns;
-
-/// Outgoing frames gathered past this many bytes are written at once (as `asgi`'s send).
-const FLUSH_AT: usize = 64 * 1024;
 
 /// One native WebSocket session, as its handler sees it.
 #[pyclass(module = "ringloop._core", frozen, weakref)]
@@ -212,7 +208,7 @@ impl WebSocket {
     /// above its high-water mark.
     fn send_one(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<bool> {
         let conn = self.conn.bind(py);
-        let (big, paused) = {
+        let paused = {
             let mut st = conn.get().st.borrow_mut(py)?;
             let st = &mut *st;
             let lost = st.lost;
@@ -230,13 +226,9 @@ impl WebSocket {
             if sent.is_err() {
                 return Err(ClientDisconnected::new_err("the WebSocket is closing"));
             }
-            (st.out.len() >= FLUSH_AT, st.write_paused)
+            st.write_paused
         };
-        if big {
-            HttpConn::flush(conn)?;
-        } else {
-            HttpConn::queue_flush(conn)?;
-        }
+        super::frames_added(conn)?;
         Ok(!paused && !conn.get().write_blocked(py)?)
     }
 }
@@ -257,9 +249,8 @@ impl WebSocket {
             let mut st = conn.get().st.borrow_mut(py)?;
             let st = &mut *st;
             let Some(w) = st.ws.as_deref_mut() else { return Ok(()) };
-            let Some(c) = w.conn() else { return Ok(()) };
-            match c.close(&mut st.out, Some(code), reason) {
-                Ok(()) => w.close_sent_at = monotonic_ns(),
+            match w.try_close(&mut st.out, code, reason) {
+                Ok(()) => {}
                 Err(ws::SendError::Closing) => return Ok(()),
                 Err(e) => return Err(PyValueError::new_err(format!("WebSocket close: {e} (code {code})"))),
             }
