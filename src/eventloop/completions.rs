@@ -18,10 +18,9 @@ use pyo3::{intern, IntoPyObjectExt};
 
 use super::core::{LoopCore, OpCallback};
 use super::handle::{Args, Handle, HandleCore};
-use super::router::Item;
+use super::router::{Item, OsSockets};
 use super::schedule::context_or_copy;
 use crate::errors::os_error;
-use crate::reactor::sys::bytes_waiting;
 use crate::reactor::{OpKind, RingRead};
 
 impl LoopCore {
@@ -134,7 +133,7 @@ impl LoopCore {
                 return Ok(Vec::new());
             };
             let mut router = this.router.borrow_mut(py)?;
-            let routed = router.route(&mut io.completions, bytes_waiting);
+            let routed = router.route(&mut io.completions, &mut OsSockets);
             reactor.recycle(&routed.recycle);
             for &(kind, fd, token) in &routed.rearm {
                 reactor.arm_op(kind, fd, token).map_err(os_error)?;

@@ -209,6 +209,12 @@ impl LoopCore {
         Ok((q.ready.len(), q.timers.len(), self.fds.borrow(py)?.len()))
     }
 
+    /// Reads taken straight from a socket because the provided-buffer ring ran dry (see the
+    /// router's rules): for tests that must reach that path.
+    fn _starved_reads(&self, py: Python<'_>) -> PyResult<u64> {
+        Ok(self.router.borrow(py)?.starved_reads)
+    }
+
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
         if let Some(q) = self.queues.try_borrow_unattached() {
             for h in &q.ready {

@@ -166,13 +166,15 @@ impl BufPool {
     }
 }
 
-/// One read's bytes still in their provided buffers: `(bid, len)`s in order. Copied out front
-/// to back; each buffer goes back to the kernel as soon as it is emptied, and whatever is left
-/// when this is dropped goes back too.
+/// One read's bytes: still in their provided buffers (`(bid, len)`s in order), or read
+/// straight from the socket into memory of its own (`owned`: the router's rule for a recv the
+/// ring starved, see `eventloop::router`). Copied out front to back; each buffer goes back to
+/// the kernel as soon as it is emptied, and whatever is left when this is dropped goes back too.
 pub struct RingRead {
-    pool: Arc<BufPool>,
+    pool: Option<Arc<BufPool>>,
     chunks: Vec<(u16, usize)>,
-    /// The first chunk not yet emptied, and how much of it was copied out.
+    owned: Vec<u8>,
+    /// The first chunk not yet emptied, and how much of it (or of `owned`) was copied out.
     next: usize,
     off: usize,
     left: usize,
@@ -181,7 +183,12 @@ pub struct RingRead {
 impl RingRead {
     pub fn new(pool: Arc<BufPool>, chunks: Vec<(u16, usize)>) -> RingRead {
         let left = chunks.iter().map(|c| c.1).sum();
-        RingRead { pool, chunks, next: 0, off: 0, left }
+        RingRead { pool: Some(pool), chunks, owned: Vec::new(), next: 0, off: 0, left }
+    }
+
+    /// A read whose bytes are already in memory of their own.
+    pub fn owned(data: Vec<u8>) -> RingRead {
+        RingRead { pool: None, chunks: Vec::new(), left: data.len(), owned: data, next: 0, off: 0 }
     }
 
     /// Bytes not yet copied out.
@@ -195,7 +202,14 @@ impl RingRead {
 
     /// Copy the next `min(dst.len(), len())` bytes into `dst`; returns how many.
     pub fn copy_to(&mut self, dst: &mut [u8]) -> usize {
-        let mut ring = self.pool.lock();
+        let Some(pool) = &self.pool else {
+            let n = self.left.min(dst.len());
+            dst[..n].copy_from_slice(&self.owned[self.off..self.off + n]);
+            self.off += n;
+            self.left -= n;
+            return n;
+        };
+        let mut ring = pool.lock();
         let mut at = 0;
         while at < dst.len() && self.next < self.chunks.len() {
             let (bid, len) = self.chunks[self.next];
@@ -218,7 +232,14 @@ impl RingRead {
     /// Hand the rest to `f` one buffer at a time, in order, each given back to the kernel as
     /// soon as `f` returns (for a consumer that copies into a buffer of its own).
     pub fn drain_chunks(mut self, mut f: impl FnMut(&[u8])) {
-        let mut ring = self.pool.lock();
+        let Some(pool) = self.pool.take() else {
+            if self.left > 0 {
+                f(&self.owned[self.off..]);
+            }
+            self.left = 0;
+            return;
+        };
+        let mut ring = pool.lock();
         while self.next < self.chunks.len() {
             let (bid, len) = self.chunks[self.next];
             f(&ring.data(bid, len)[self.off..]);
@@ -233,8 +254,8 @@ impl RingRead {
     /// Run `f` on the bytes of a read that is exactly one buffer (a datagram), then give the
     /// buffer back.
     pub fn with_single<R>(self, f: impl FnOnce(&[u8]) -> R) -> R {
-        let &[(bid, len)] = self.chunks.as_slice() else { panic!("a datagram is one buffer") };
-        let r = f(self.pool.lock().data(bid, len));
+        let (Some(pool), &[(bid, len)]) = (&self.pool, self.chunks.as_slice()) else { panic!("a datagram is one buffer") };
+        let r = f(pool.lock().data(bid, len));
         drop(self); // Drop recycles it
         r
     }
@@ -242,8 +263,10 @@ impl RingRead {
 
 impl Drop for RingRead {
     fn drop(&mut self) {
-        if self.next < self.chunks.len() {
-            self.pool.recycle(self.chunks[self.next..].iter().map(|&(bid, _)| bid));
+        if let Some(pool) = &self.pool {
+            if self.next < self.chunks.len() {
+                pool.recycle(self.chunks[self.next..].iter().map(|&(bid, _)| bid));
+            }
         }
     }
 }

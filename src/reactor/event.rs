@@ -33,3 +33,12 @@ pub enum OpKind {
     /// (`recvmsg_parts` reads the buffer).
     RecvMsg,
 }
+
+/// A stream read as the loop hands it to its transport: its bytes still in provided buffers
+/// (`(bid, len)`s in order), or read straight from the socket into memory of its own, where
+/// the buffer ring ran dry (see the router's rule for `ENOBUFS`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReadBytes {
+    Bufs(Vec<(u16, usize)>),
+    Owned(Vec<u8>),
+}

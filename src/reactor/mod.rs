@@ -16,7 +16,7 @@
 //!   completing until it ends; `token` (from `op_token`) comes back with every completion;
 //! - `cancel_op(token)`: processed before it returns, so the fd may be closed right after
 //!   (the operation holds a reference to the file); its last completions still come back;
-//! - `lease(chunks)` lends out the bytes completions left in provided buffers (`RingRead`,
+//! - `lease(read)` lends out the bytes completions left in provided buffers (`RingRead`,
 //!   which returns them to the kernel as it is emptied) and `recycle(bids)` returns buffers
 //!   nobody will read. Nothing else above this folder touches buffers or tokens' layout.
 //!
@@ -38,7 +38,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use bufring::RingRead;
-pub use event::{Event, OpCompletion, OpKind};
+pub use event::{Event, OpCompletion, OpKind, ReadBytes};
 pub use sys::{timeout_ms_ceil, Waker};
 pub use uring::recvmsg_parts;
 
@@ -155,11 +155,13 @@ impl Reactor {
         }
     }
 
-    /// Lend out the bytes completions left in provided buffers `chunks` (`(bid, len)`s).
-    pub fn lease(&self, chunks: Vec<(u16, usize)>) -> Option<RingRead> {
-        match self {
-            Reactor::Uring(r) => r.lease(chunks),
-            Reactor::Epoll(_) => None,
+    /// Lend out a read: the bytes completions left in provided buffers (`(bid, len)`s), or
+    /// bytes already in memory of their own.
+    pub fn lease(&self, read: ReadBytes) -> Option<RingRead> {
+        match (self, read) {
+            (_, ReadBytes::Owned(data)) => Some(RingRead::owned(data)),
+            (Reactor::Uring(r), ReadBytes::Bufs(chunks)) => r.lease(chunks),
+            (Reactor::Epoll(_), ReadBytes::Bufs(_)) => None,
         }
     }
 

@@ -75,6 +75,16 @@ pub fn bytes_waiting(fd: RawFd) -> usize {
     syscall!(ioctl(fd, libc::FIONREAD, &mut n)).map_or(0, |_| n.max(0) as usize)
 }
 
+/// Read up to `max` bytes from a non-blocking socket now, into memory of their own (`MSG_DONTWAIT`:
+/// never blocks). An empty result is the peer's EOF.
+pub fn recv_now(fd: RawFd, max: usize) -> io::Result<Vec<u8>> {
+    let mut buf: Vec<u8> = Vec::with_capacity(max);
+    let n = syscall!(recv(fd, buf.as_mut_ptr().cast(), max, libc::MSG_DONTWAIT))?;
+    // SAFETY: recv wrote `n <= max` bytes at the start of the capacity.
+    unsafe { buf.set_len(n as usize) };
+    Ok(buf)
+}
+
 /// An eventfd used to wake a loop blocked in its reactor from another thread (or from the
 /// same thread, for `_write_to_self`).
 #[derive(Debug)]

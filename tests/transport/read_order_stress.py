@@ -9,6 +9,10 @@ ends (EOF and a reply on the half-closed connection, a close, or an abort mid-st
 the reader pauses: after a random share of its reads it calls ``pause_reading()`` and resumes
 from ``call_soon``, ``call_later(0)``, a short timer, a task, another connection's callback,
 another thread (``call_soon_threadsafe``), the same callback, or pauses twice and resumes twice.
+A share of the seeds draws a **crowd** instead: 64 connections sending at once (they start
+together, once all are made) to a reader that blocks 1-3 ms after every read, so io_uring's
+provided-buffer ring runs dry and recvs are read straight from their sockets. The senders and
+the endpoints are in ``stress_ends``.
 
 The verdict never depends on timing: the reader must receive exactly what was sent, in order,
 then the end of the stream (after an abort, a prefix of it), and nothing after the end. The
@@ -29,7 +33,6 @@ import asyncio
 import contextlib
 import os
 import random
-import socket
 import ssl
 import subprocess
 import sys
@@ -38,12 +41,17 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from stress_ends import Endpoint, abort_at, loop_send, thread_send
+
 KINDS = ("asyncio", "ringloop-io_uring", "ringloop-epoll")
 RESUMES = ("self", "soon", "later0", "timer", "task", "other", "thread", "double")
 READERS = ("protocol", "buffered", "stream")
 # Per-connection sizes, small to large; several connections share a budget.
 TOTALS = (1, 100, 5_000, 70_000, 300_000, 1_000_000, 4_000_000)
 BUDGET = 6_000_000
+# A crowd: many connections sending at once to a reader that blocks, so io_uring's buffer ring
+# runs dry and starved recvs are read straight from their sockets (see eventloop/router.rs).
+CROWD = 64
 MAX_WRITE = 4 * 1024 * 1024
 SCENARIO_TIMEOUT = 90.0
 
@@ -61,6 +69,7 @@ class Scenario:
     resumes: tuple[str, ...]
     stream_limit: int
     buffer_sizes: tuple[int, ...]
+    block_ms: float = 0.0
 
     @classmethod
     def draw(cls, seed: int) -> Scenario:
@@ -74,7 +83,7 @@ class Scenario:
         # TLS has no half-close in asyncio: its "eof" is a close_notify.
         endings = ("eof", "eof", "close", "abort") if family != "tls" else ("close", "abort")
         small = max(totals) <= 100_000
-        return cls(
+        sc = cls(
             seed=seed,
             family=family,
             reader=rng.choice(READERS),
@@ -87,13 +96,19 @@ class Scenario:
             stream_limit=rng.choice((1, 100, 4096, 65536)),
             buffer_sizes=(1, 7, 100, 4096, 65536) if small else (100, 4096, 65536, 262144),
         )
+        # Drawn last, so the seeds drawn before the crowd existed keep their scenarios.
+        if rng.random() < 0.15:
+            sc.totals = [BUDGET // CROWD] * CROWD
+            sc.block_ms = rng.choice((1.0, 3.0))
+            sc.buffer_sizes = (100, 4096, 65536, 262144)
+        return sc
 
     def __str__(self) -> str:
         return (
             f"seed={self.seed} {self.family} {self.reader}@{self.reader_side} "
             f"sender={self.sender} conns={len(self.totals)} totals={self.totals} "
             f"ending={self.ending} pause_p={self.pause_p} resumes={','.join(self.resumes)} "
-            f"limit={self.stream_limit}"
+            f"limit={self.stream_limit} block_ms={self.block_ms}"
         )
 
 
@@ -110,27 +125,6 @@ def write_sizes(rng: random.Random, total: int) -> list[int]:
         sizes.append(n)
         left -= n
     return sizes
-
-
-# -- TLS ----------------------------------------------------------------------------------------
-
-
-_TLS: tuple[ssl.SSLContext, ssl.SSLContext] | None = None
-
-
-def tls_contexts() -> tuple[ssl.SSLContext, ssl.SSLContext]:
-    """(server, client) contexts for a throwaway CA made by ``trustme``."""
-    global _TLS
-    if _TLS is None:
-        import trustme
-
-        ca = trustme.CA()
-        server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        ca.issue_cert("localhost").configure_cert(server)
-        client = ssl.create_default_context()
-        ca.configure_trust(client)
-        _TLS = (server, client)
-    return _TLS
 
 
 # -- the reading side ---------------------------------------------------------------------------
@@ -162,6 +156,7 @@ class Pauser:
 
     def maybe_pause(self, transport) -> None:
         self.shared.run_others(self.rng)
+        maybe_block(self.sc, self.rng)
         if not self.sc.pause_p or self.rng.random() >= self.sc.pause_p:
             return
         if transport.is_closing():
@@ -191,6 +186,12 @@ class Pauser:
             transport.pause_reading()
             loop.call_soon(resume)
             loop.call_soon(resume)
+
+
+def maybe_block(sc: Scenario, rng: random.Random) -> None:
+    """Block the loop after every read of a crowd, as a handler that blocks would."""
+    if sc.block_ms:
+        time.sleep(sc.block_ms / 1000)
 
 
 async def _resume_after(resume, n: int) -> None:
@@ -290,7 +291,9 @@ class ReadBuffered(asyncio.BufferedProtocol):
     connection_lost = ReadProto.connection_lost
 
 
-async def read_stream(reader, writer, rec: Received, rng: random.Random, reply: bool) -> None:
+async def read_stream(
+    reader, writer, rec: Received, rng: random.Random, reply: bool, sc: Scenario
+) -> None:
     """Random reads until EOF, the way applications mix them."""
     limit = reader._limit
     try:
@@ -315,6 +318,7 @@ async def read_stream(reader, writer, rec: Received, rng: random.Random, reply: 
                 except asyncio.IncompleteReadError as e:
                     rec.add(e.partial)
                     break
+            maybe_block(sc, rng)
             if rng.random() < 0.2:
                 await asyncio.sleep(0)
         rec.eof = True
@@ -331,112 +335,7 @@ async def read_stream(reader, writer, rec: Received, rng: random.Random, reply: 
         rec.lost = None
 
 
-# -- the sending side ---------------------------------------------------------------------------
-
-
-def _abort_at(rng: random.Random, sizes: list[int], ending: str) -> int:
-    """How many writes happen before an abort (``len(sizes)``: no abort)."""
-    return rng.randrange(len(sizes) + 1) if ending == "abort" else len(sizes)
-
-
-def writes(data: bytes, sizes: list[int], abort_after: int):
-    """The scenario's writes of ``data``, in order, up to the abort (if any)."""
-    pos = 0
-    for n in sizes[:abort_after]:
-        yield data[pos : pos + n]
-        pos += n
-
-
-def thread_send(sock: socket.socket, data: bytes, sizes, ending: str, abort_after: int, out: dict):
-    """Blocking sender: ``sendall`` each write, then end the stream as the scenario says."""
-    try:
-        for chunk in writes(data, sizes, abort_after):
-            sock.sendall(chunk)
-        if ending == "abort":
-            sock.setsockopt(
-                socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00"
-            )
-            sock.close()
-            return
-        if ending == "eof":
-            sock.shutdown(socket.SHUT_WR)
-            reply = b""
-            while chunk := sock.recv(65536):
-                reply += chunk
-            out["reply"] = reply
-        elif isinstance(sock, ssl.SSLSocket):
-            sock.unwrap()
-    except OSError as e:
-        out["error"] = repr(e)
-    finally:
-        sock.close()
-
-
-async def loop_send(reader, writer, data: bytes, sizes, ending: str, abort_after: int, out):
-    try:
-        for chunk in writes(data, sizes, abort_after):
-            writer.write(chunk)
-            await writer.drain()
-        if ending == "abort":
-            writer.transport.abort()
-            return
-        if ending == "eof":
-            writer.write_eof()
-            out["reply"] = await reader.read()
-        writer.close()
-        await writer.wait_closed()
-    except (ConnectionError, ssl.SSLError) as e:
-        out["error"] = repr(e)
-        writer.transport.abort()
-
-
 # -- one scenario -------------------------------------------------------------------------------
-
-
-class Endpoint:
-    """Addresses and sockets of one scenario's family."""
-
-    def __init__(self, family: str, tmpdir: str) -> None:
-        self.family, self.tmpdir, self.n = family, tmpdir, 0
-        self.tls = tls_contexts() if family == "tls" else None
-
-    def address(self):
-        if self.family == "unix":
-            self.n += 1
-            return os.path.join(self.tmpdir, f"s{self.n}")
-        return ("127.0.0.1", 0)
-
-    @property
-    def af(self) -> int:
-        return socket.AF_UNIX if self.family == "unix" else socket.AF_INET
-
-    def server_ssl(self):
-        return self.tls[0] if self.tls else None
-
-    def client_ssl(self):
-        return self.tls[1] if self.tls else None
-
-    def hostname(self):
-        return "localhost" if self.tls else None
-
-    def plain_connect(self, addr) -> socket.socket:
-        sock = socket.socket(self.af, socket.SOCK_STREAM)
-        sock.connect(addr)
-        if self.tls:
-            sock = self.tls[1].wrap_socket(sock, server_hostname="localhost")
-        return sock
-
-    def plain_listen(self) -> socket.socket:
-        sock = socket.socket(self.af, socket.SOCK_STREAM)
-        sock.bind(self.address())
-        sock.listen(16)
-        return sock
-
-    def plain_accept(self, lsock: socket.socket) -> socket.socket:
-        sock, _ = lsock.accept()
-        if self.tls:
-            sock = self.tls[0].wrap_socket(sock, server_side=True)
-        return sock
 
 
 async def run_scenario(sc: Scenario) -> list[str]:
@@ -453,13 +352,17 @@ async def run_scenario(sc: Scenario) -> list[str]:
                 "i": i,
                 "data": payload(sc.seed, i, total),
                 "sizes": sizes,
-                "abort_after": _abort_at(rng, sizes, sc.ending),
+                "abort_after": abort_at(rng, sizes, sc.ending),
                 "rec": Received(),
                 "out": {},
                 "rng": random.Random(f"conn/{sc.seed}/{i}"),
             }
         )
     reply = sc.ending == "eof"
+    # A crowd's senders start together, once every connection is made.
+    go = threading.Event()
+    if not sc.block_ms:
+        go.set()
     tasks: list = []
     threads: list[threading.Thread] = []
     cleanup: list = []
@@ -477,7 +380,7 @@ async def run_scenario(sc: Scenario) -> list[str]:
 
                 async def handler(r, w):
                     c = pending.pop(0)
-                    await read_stream(r, w, c["rec"], c["rng"], reply)
+                    await read_stream(r, w, c["rec"], c["rng"], reply, sc)
                     c["done"].set_result(None)
 
                 for c in conns:
@@ -506,7 +409,7 @@ async def run_scenario(sc: Scenario) -> list[str]:
             for c in conns:
                 if sc.sender == "thread":
                     sock = await loop.run_in_executor(None, ep.plain_connect, addr)
-                    args = (sock, c["data"], c["sizes"], sc.ending, c["abort_after"], c["out"])
+                    args = (sock, c["data"], c["sizes"], sc.ending, c["abort_after"], c["out"], go)
                     threads.append(threading.Thread(target=thread_send, args=args, daemon=True))
                     threads[-1].start()
                 else:
@@ -516,13 +419,14 @@ async def run_scenario(sc: Scenario) -> list[str]:
                         r, w = await asyncio.open_connection(
                             *addr, ssl=ep.client_ssl(), server_hostname=ep.hostname()
                         )
-                    args = (r, w, c["data"], c["sizes"], sc.ending, c["abort_after"], c["out"])
+                    args = (r, w, c["data"], c["sizes"], sc.ending, c["abort_after"], c["out"], go)
                     tasks.append(loop.create_task(loop_send(*args)))
                 # The next one connects once this one reached its reader (a TLS handshake
                 # may finish out of connect order).
                 while len(pending) > len(conns) - c["i"] - 1:
                     await asyncio.sleep(0.001)
             waits = [c["done"] for c in conns]
+            go.set()
         else:
             if sc.sender == "thread":
                 lsock = ep.plain_listen()
@@ -533,7 +437,15 @@ async def run_scenario(sc: Scenario) -> list[str]:
                     # One acceptor, so connection i is the i-th accepted (we connect in order).
                     for c in conns:
                         sock = ep.plain_accept(lsock)
-                        args = (sock, c["data"], c["sizes"], sc.ending, c["abort_after"], c["out"])
+                        args = (
+                            sock,
+                            c["data"],
+                            c["sizes"],
+                            sc.ending,
+                            c["abort_after"],
+                            c["out"],
+                            go,
+                        )
                         t = threading.Thread(target=thread_send, args=args, daemon=True)
                         threads.append(t)  # before it starts: the join below must see it
                         t.start()
@@ -546,7 +458,7 @@ async def run_scenario(sc: Scenario) -> list[str]:
                 async def send_handler(r, w):
                     c = queue.pop(0)
                     await loop_send(
-                        r, w, c["data"], c["sizes"], sc.ending, c["abort_after"], c["out"]
+                        r, w, c["data"], c["sizes"], sc.ending, c["abort_after"], c["out"], go
                     )
 
                 if sc.family == "unix":
@@ -568,7 +480,7 @@ async def run_scenario(sc: Scenario) -> list[str]:
                         r, w = await asyncio.open_unix_connection(addr, limit=sc.stream_limit)
                     else:
                         r, w = await asyncio.open_connection(*addr, limit=sc.stream_limit, **kw)
-                    tasks.append(loop.create_task(read_stream(r, w, c["rec"], c["rng"], reply)))
+                    tasks.append(loop.create_task(read_stream(r, w, c["rec"], c["rng"], reply, sc)))
                     return tasks[-1]
                 factory = lambda: make_reader_protocol(c)  # noqa: E731
                 if sc.family == "unix":
@@ -591,6 +503,7 @@ async def run_scenario(sc: Scenario) -> list[str]:
                         if len(queue) <= len(conns) - c["i"] - 1:
                             break
                         await asyncio.sleep(0.001)
+            go.set()
         await asyncio.wait_for(asyncio.gather(*waits), SCENARIO_TIMEOUT)
         if tasks:
             await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), 10)
@@ -600,6 +513,7 @@ async def run_scenario(sc: Scenario) -> list[str]:
             await loop.run_in_executor(None, threads[i].join, 10)
             i += 1
     finally:
+        go.set()
         for t in tasks:
             t.cancel()
         for obj in cleanup:

@@ -27,3 +27,16 @@ def test_read_order(loop, seed: int) -> None:
     sc = Scenario.draw(seed)
     problems = run(loop, run_scenario(sc), timeout=200)
     assert not problems, f"{sc}\n" + "\n".join(problems)
+
+
+@pytest.mark.only_kinds("ringloop-io_uring", reason="the provided-buffer ring is io_uring's")
+def test_crowds_run_the_ring_dry(loop) -> None:
+    """The crowd scenarios reach the path they exist for: recvs that found the buffer ring
+    empty, read straight from their sockets (a crowd that never did would test nothing new)."""
+    crowds = [s for s in SEEDS if Scenario.draw(s).block_ms][:3]
+    assert crowds, "no crowd among the seeds"
+    for seed in crowds:
+        sc = Scenario.draw(seed)
+        problems = run(loop, run_scenario(sc), timeout=200)
+        assert not problems, f"{sc}\n" + "\n".join(problems)
+    assert loop._starved_reads() > 0
