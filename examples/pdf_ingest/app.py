@@ -10,7 +10,8 @@ to S3 under ``documents/<id>/``; both answer
 `/ingest/blocking` is the code users write first: it looks async, but PyMuPDF and boto3's
 `put_object` run right in the `async def`, so while one request extracts or waits for S3 every
 other request on the process waits too. `/ingest/async` runs the extraction in a worker thread
-(`asyncio.to_thread`) and uploads the images concurrently through aiobotocore.
+(`asyncio.to_thread`), one extraction at a time in arrival order, and uploads the images
+concurrently through aiobotocore while the next request's extraction runs.
 
 S3 settings come from the environment (storage.py); `python s3_server.py` starts a local one.
 """
@@ -27,6 +28,10 @@ from storage import S3Settings, async_client, sync_client
 
 MAX_PDF_BYTES = 50 * 1024 * 1024
 READY_KEY = "_pdf_ingest/ready"
+# One extraction at a time, in arrival order (asyncio.Semaphore wakes its waiters first in,
+# first out). MuPDF keeps the GIL while it works, so extractions in parallel threads only
+# share one core: each takes longer, and every request's uploads wait behind all of them.
+EXTRACTIONS = asyncio.Semaphore(1)
 
 
 @contextlib.asynccontextmanager
@@ -91,7 +96,8 @@ async def ingest_blocking(request: Request) -> dict:
 async def ingest_async(request: Request) -> dict:
     pdf = await read_pdf(request)
     try:
-        doc = await asyncio.to_thread(extract, pdf)
+        async with EXTRACTIONS:
+            doc = await asyncio.to_thread(extract, pdf)
     except NotAPdf as e:
         raise HTTPException(422, str(e)) from None
     s3, bucket = request.app.state.s3_async, request.app.state.settings.bucket
