@@ -10,7 +10,8 @@
 //! - When the ring is empty, a multishot `recv` ends with `-ENOBUFS`. The loop copies every
 //!   completion's bytes out and recycles the buffer in the same reap, so the ring refills before
 //!   the next wait; a multishot that still met `ENOBUFS` (more completions in one batch than
-//!   buffers) is re-armed by the loop, never reported to the user.
+//!   buffers) has its socket read directly and is re-armed by the loop, never reported to the
+//!   user.
 //!
 //! Memory: `entries * buf_size` bytes of anonymous mapping. Pages become resident only when
 //! the kernel writes into them, so small messages touch one page per buffer.

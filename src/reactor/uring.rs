@@ -56,7 +56,8 @@ const GEN_MASK: u32 = (1 << 30) - 1;
 /// The kernel takes buffers in ring order, so every buffer is cycled through: 4 MiB stays in
 /// cache where 512 x 32 KiB (16 MiB) did not, which made every copy in and out slower (100 KiB
 /// echo: 33 µs per message instead of 37-49). 64 KiB holds a loopback TCP segment whole. When
-/// all are in use the recv ends with ENOBUFS and is re-armed; users never see it.
+/// all are in use the recv ends with ENOBUFS; the loop reads that socket directly and re-arms
+/// the recv (see `eventloop::router`); users never see it.
 const BUF_ENTRIES: u16 = 64;
 const BUF_SIZE: usize = 64 * 1024;
 const BUF_GROUP: u16 = 0;
