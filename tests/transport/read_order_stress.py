@@ -457,6 +457,9 @@ async def run_scenario(sc: Scenario) -> list[str]:
 
                 async def send_handler(r, w):
                     c = queue.pop(0)
+                    # Waited for below with the other senders: the reply to an EOF arrives
+                    # after the reader is done, and the check must not run before it.
+                    tasks.append(asyncio.current_task())
                     await loop_send(
                         r, w, c["data"], c["sizes"], sc.ending, c["abort_after"], c["out"], go
                     )
