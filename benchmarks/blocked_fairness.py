@@ -23,6 +23,7 @@ import argparse
 import asyncio
 import collections
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -169,7 +170,7 @@ def readme_body(result: dict[str, Any]) -> str:
     )
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--loops", nargs="+", default=DEFAULT_LOOPS, choices=sorted(LOOPS))
     ap.add_argument("--clients", type=int, default=100)
@@ -179,7 +180,7 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="20 ms handler, 100 uploads")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     add_output_args(ap)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if args.quick:
         args.block, args.total = 0.02, 3 * args.clients
     if min(args.clients, args.size, args.total) < 1 or args.block < 0:
@@ -193,7 +194,7 @@ def main() -> int:
         cmd = [sys.executable, __file__, "--worker", name]
         cmd += ["--clients", str(args.clients), "--size", str(args.size)]
         cmd += ["--block", str(args.block), "--total", str(args.total)]
-        env = {**__import__("os").environ, **LOOPS[name].env}
+        env = {**os.environ, **LOOPS[name].env}
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
         lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
         if proc.returncode or not lines:

@@ -32,6 +32,10 @@ SUITES: dict[str, tuple[str, str]] = {
     # library's http package for every script in this directory.
     "http": ("http_suite", "HTTP servers side by side: CPU µs/request, req/s, p99, RSS"),
     "ws": ("ws_suite", "WebSocket servers side by side: echo and broadcast, CPU µs/message"),
+    "blocked_fairness": (
+        "blocked_fairness",
+        "how evenly each loop serves uploads behind a blocking handler",
+    ),
 }
 
 
