@@ -1,5 +1,6 @@
 //! The native half of the WSGI bridge (`ringloop.server.wsgi`): PEP 3333's environ built from a
-//! `Request`, and a whole response written in one call.
+//! `Request`, and a whole response written in one call. The pool that calls the application
+//! is `wsgi_pool`, its `start_response` `wsgi_start`.
 //!
 //! Why native: built in Python, the environ of a small request cost more than the rest of the
 //! server's work for it (15 µs: a dict of twenty entries, a percent-decoded path, a string
@@ -70,11 +71,10 @@ fn address_strings<'py>(addr: &Bound<'py, PyAny>) -> PyResult<Option<(Bound<'py,
     Ok(Some((t.get_item(0)?.str()?, t.get_item(1)?.str()?)))
 }
 
-#[pymethods]
 impl Request {
     /// PEP 3333's environ for this request: a copy of `template` (the keys every request shares:
     /// `wsgi.version`, `wsgi.errors`, …) with this request's keys and `wsgi.input` = `input`.
-    fn _wsgi_environ<'py>(&self, py: Python<'py>, template: &Bound<'py, PyDict>, input: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
+    pub(crate) fn wsgi_environ<'py>(&self, py: Python<'py>, template: &Bound<'py, PyDict>, input: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
         let env = template.copy()?;
         env.set_item(intern!(py, "REQUEST_METHOD"), self.method.bind(py))?;
         let root = self.root_path.bind(py);
@@ -155,12 +155,11 @@ fn latin1_headers<'py>(py: Python<'py>, headers: &Bound<'py, PyAny>) -> PyResult
     Ok(out)
 }
 
-#[pymethods]
 impl Send {
-    /// A WSGI response known whole (a body of at most one piece): its head and body written at
-    /// once, on the loop thread. A client that left meanwhile is not an error; invalid headers
-    /// fail the response as an exception of the application's would (500, logged).
-    fn _wsgi_respond(&self, py: Python<'_>, status: u16, headers: &Bound<'_, PyAny>, body: &Bound<'_, PyBytes>) -> PyResult<()> {
+    /// A WSGI response known whole: its head and body written at once, on the loop thread. A
+    /// client that left meanwhile is not an error; invalid headers fail the response as an
+    /// exception of the application's would (500, logged).
+    pub(crate) fn wsgi_respond(&self, py: Python<'_>, status: u16, headers: &Bound<'_, PyAny>, body: &Bound<'_, PyBytes>) -> PyResult<()> {
         let conn = self.conn.bind(py);
         let written = latin1_headers(py, headers)
             .and_then(|h| cycle::record_start(conn, self.cycle, status, Some(h.into_any().unbind())))
@@ -170,6 +169,15 @@ impl Send {
             Err(e) if e.is_instance_of::<cycle::ClientDisconnected>(py) => Ok(()),
             Err(e) => self.failed(py, &e.into_value(py).into_bound(py)),
         }
+    }
+}
+
+#[pymethods]
+impl Send {
+    /// `wsgi_respond`, for the bridge's streaming path (a body that was not a list of `bytes`
+    /// but ended up whole, e.g. a one-item list of `bytearray`).
+    fn _wsgi_respond(&self, py: Python<'_>, status: u16, headers: &Bound<'_, PyAny>, body: &Bound<'_, PyBytes>) -> PyResult<()> {
+        self.wsgi_respond(py, status, headers, body)
     }
 
     /// The latin-1 `bytes` pairs of a WSGI application's `str` headers (a streamed response's
