@@ -62,13 +62,42 @@ fn environ_key(name: &[u8]) -> String {
     }
 }
 
+/// One part of an address as the environ's string: a `str` host as it is, an `int` port
+/// formatted here (`str()` through Python cost four calls a request).
+fn address_part<'py>(part: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyString>> {
+    if let Ok(s) = part.cast::<PyString>() {
+        return Ok(s.clone());
+    }
+    if let Ok(port) = part.extract::<u16>() {
+        return Ok(PyString::new(part.py(), &port.to_string()));
+    }
+    part.str()
+}
+
 /// `(host, port)` as the environ's two strings; a Unix socket's path (or nothing) as `("", "")`.
 fn address_strings<'py>(addr: &Bound<'py, PyAny>) -> PyResult<Option<(Bound<'py, PyString>, Bound<'py, PyString>)>> {
     let Ok(t) = addr.cast::<PyTuple>() else { return Ok(None) };
     if t.len() < 2 {
         return Ok(None);
     }
-    Ok(Some((t.get_item(0)?.str()?, t.get_item(1)?.str()?)))
+    Ok(Some((address_part(t.get_item(0)?)?, address_part(t.get_item(1)?)?)))
+}
+
+/// The environ key of a request header as a Python `str`: the common ones made once.
+fn environ_key_str<'py>(py: Python<'py>, name: &[u8]) -> Bound<'py, PyString> {
+    match name {
+        b"host" => intern!(py, "HTTP_HOST").clone(),
+        b"user-agent" => intern!(py, "HTTP_USER_AGENT").clone(),
+        b"accept" => intern!(py, "HTTP_ACCEPT").clone(),
+        b"accept-encoding" => intern!(py, "HTTP_ACCEPT_ENCODING").clone(),
+        b"accept-language" => intern!(py, "HTTP_ACCEPT_LANGUAGE").clone(),
+        b"connection" => intern!(py, "HTTP_CONNECTION").clone(),
+        b"content-length" => intern!(py, "CONTENT_LENGTH").clone(),
+        b"content-type" => intern!(py, "CONTENT_TYPE").clone(),
+        b"cookie" => intern!(py, "HTTP_COOKIE").clone(),
+        b"authorization" => intern!(py, "HTTP_AUTHORIZATION").clone(),
+        _ => PyString::new(py, &environ_key(name)),
+    }
 }
 
 impl Request {
@@ -115,7 +144,7 @@ impl Request {
         }
         for (n, v) in &self.fields {
             let name = n.bind(py).as_bytes();
-            let key = environ_key(name);
+            let key = environ_key_str(py, name);
             let value = latin1(py, v.bind(py).as_bytes());
             let joined = match env.get_item(&key)? {
                 // Repeated fields joined as one (RFC 9110 5.3), cookies with "; " (RFC 6265).
@@ -205,5 +234,22 @@ mod tests {
     fn environ_keys() {
         assert_eq!(environ_key(b"content-type"), "CONTENT_TYPE");
         assert_eq!(environ_key(b"x-forwarded-for"), "HTTP_X_FORWARDED_FOR");
+        Python::initialize();
+        Python::attach(|py| {
+            // The cached keys are the ones `environ_key` makes.
+            for name in [&b"host"[..], b"user-agent", b"accept", b"accept-encoding", b"accept-language", b"connection", b"content-length", b"content-type", b"cookie", b"authorization"] {
+                assert_eq!(environ_key_str(py, name).to_str().unwrap(), environ_key(name));
+            }
+        });
+    }
+
+    #[test]
+    fn address_parts() {
+        Python::initialize();
+        Python::attach(|py| {
+            let t = PyTuple::new(py, [PyString::new(py, "127.0.0.1").into_any(), 8080u16.into_pyobject(py).unwrap().into_any()]).unwrap();
+            let (h, p) = address_strings(t.as_any()).unwrap().unwrap();
+            assert_eq!((h.to_str().unwrap(), p.to_str().unwrap()), ("127.0.0.1", "8080"));
+        });
     }
 }
