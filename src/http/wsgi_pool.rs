@@ -5,8 +5,9 @@
 //! object, a bound `start_response`, and scheduled one `call_soon_threadsafe` callback (a
 //! handle and a wake-up of the loop) — about 22k instructions of glue around a 6k thread
 //! crossing (benchmarks/http_callgrind.py). Here:
-//! - `submit` (loop thread) pushes onto a `Mutex<VecDeque>` and signals the `Condvar` only
-//!   when a worker sleeps on it; no Python object is made for the queue;
+//! - `submit` (loop thread) pushes onto a `Mutex<VecDeque>`; no Python object is made for the
+//!   queue. It wakes a sleeping worker only when no awake worker can take the job (see "Wake
+//!   policy" below);
 //! - a worker (`work`, a `threading.Thread`'s target, so the thread is an ordinary Python
 //!   thread) waits on the condvar with the GIL released, and takes the next job without
 //!   releasing it when one is queued already;
@@ -22,12 +23,25 @@
 //! The iterable's `close()` is called however the response ended (PEP 3333); an exact list or
 //! tuple has none, so the look-up is skipped for them.
 //!
+//! Wake policy. Under the GIL a second awake worker can only compete for it: waking a sleeper
+//! for every push kept all 32 workers cycling between sleep and the GIL (about 2.4 context
+//! switches per request where the Python pool made 0.26). So a worker counts as awake from the
+//! moment it is woken (or starts) until it finds the queue empty and waits again, and a push
+//! wakes a sleeper only when no awake worker is *available*: none is awake, or every awake one
+//! has been inside its current job for `STUCK` or longer (blocked in the application — a
+//! sleep, I/O — with the GIL released, or simply slow). A job pushed just before the worker
+//! that would take it blocks would still be stranded, so while any worker is awake one sleeper
+//! (the watcher) waits with a `STUCK` timeout instead of forever and, finding jobs queued and
+//! no awake worker available, takes one. A job therefore waits at most about `2 × STUCK` for
+//! a thread while the pool has one asleep.
+//!
 //! Locks: `jobs` and `finished` are held only for a push or a pop, never while Python code
 //! runs or the GIL is awaited, so a thread holding the GIL never waits on a thread that waits
 //! for the GIL.
 
 use std::collections::VecDeque;
 use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use pyo3::exceptions::{PyKeyboardInterrupt, PySystemExit};
 use pyo3::prelude::*;
@@ -55,12 +69,41 @@ enum Finished {
     Failed { send: Py<Send>, exc: Py<PyAny> },
 }
 
+/// How long a worker may be inside one job before the pool stops counting on it to take the
+/// next (a plaintext request takes a few microseconds; an application that blocks, far more).
+const STUCK: Duration = Duration::from_millis(1);
+
 #[derive(Default)]
 struct Jobs {
     queue: VecDeque<Job>,
-    /// Workers waiting on `job_ready`.
+    /// Workers waiting on `job_ready` (the watcher among them).
     sleeping: usize,
+    /// Workers not waiting: woken (or just started) and not yet back to wait. A woken worker
+    /// is counted by whoever woke it, so that the next push does not wake another.
+    awake: usize,
+    /// Wake-ups given and not yet taken by a sleeper (each already counted in `awake`).
+    wakes: usize,
+    /// A sleeper asked to become the watcher and not yet woken.
+    watch_wake: bool,
+    /// A sleeper waits with a timeout, to catch jobs stranded behind blocked workers.
+    watching: bool,
+    /// Per worker (`work`'s index): when its current job began; `None` while it has none.
+    started: Vec<Option<Instant>>,
     stopping: bool,
+}
+
+impl Jobs {
+    /// Whether some awake worker will take a queued job soon: one woken and not yet at a job,
+    /// between jobs, or inside one for less than `STUCK`.
+    fn available(&self, now: Instant) -> bool {
+        let stuck = self.started.iter().flatten().filter(|&&t| now.saturating_duration_since(t) >= STUCK).count();
+        self.awake > stuck
+    }
+
+    /// Whether a sleeper, neither given a wake-up nor asked to watch, is left to wake.
+    fn can_wake(&self) -> bool {
+        self.sleeping > self.wakes + usize::from(self.watch_wake)
+    }
 }
 
 /// `loop.call_soon_threadsafe` and this pool's `_drain`, looked up once.
@@ -91,15 +134,18 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl WsgiPool {
-    /// The next job, waiting for one with the GIL released; `None` when the pool stops (jobs
-    /// queued before `shutdown` are run first).
-    fn next_job(&self, py: Python<'_>) -> Option<Job> {
+    /// The next job for worker `id`, waiting for one with the GIL released; `None` when the
+    /// pool stops (jobs queued before `shutdown` are run first). The worker is awake (counted
+    /// in `awake`) on entry and on return.
+    fn next_job(&self, py: Python<'_>, id: usize) -> Option<Job> {
         {
             let mut st = lock(&self.jobs);
             if let Some(job) = st.queue.pop_front() {
+                st.started[id] = Some(Instant::now());
                 return Some(job);
             }
             if st.stopping {
+                st.started[id] = None;
                 return None;
             }
         }
@@ -107,16 +153,65 @@ impl WsgiPool {
             let mut st = lock(&self.jobs);
             loop {
                 if let Some(job) = st.queue.pop_front() {
+                    st.started[id] = Some(Instant::now());
                     return Some(job);
                 }
+                st.started[id] = None;
                 if st.stopping {
                     return None;
                 }
-                st.sleeping += 1;
-                st = self.job_ready.wait(st).unwrap_or_else(|e| e.into_inner());
-                st.sleeping -= 1;
+                st.awake -= 1;
+                st = self.sleep(st);
             }
         })
+    }
+
+    /// Wait on `job_ready` until this worker is to be awake again (it is then counted in
+    /// `awake`): given a wake-up, the pool stopping, or — as the watcher — jobs queued that no
+    /// awake worker is available to take.
+    fn sleep<'a>(&self, mut st: MutexGuard<'a, Jobs>) -> MutexGuard<'a, Jobs> {
+        loop {
+            if st.stopping {
+                st.awake += 1;
+                return st;
+            }
+            // While a worker is awake it may block inside the application with jobs queued
+            // behind it: one sleeper keeps an eye on the queue.
+            let watch = !st.watching && st.awake > 0;
+            st.watching |= watch;
+            st.sleeping += 1;
+            st = if watch {
+                self.job_ready.wait_timeout(st, STUCK).unwrap_or_else(|e| e.into_inner()).0
+            } else {
+                self.job_ready.wait(st).unwrap_or_else(|e| e.into_inner())
+            };
+            st.sleeping -= 1;
+            if watch {
+                st.watching = false;
+            }
+            let leave = if st.wakes > 0 {
+                st.wakes -= 1;
+                true
+            } else if st.watch_wake {
+                // Asked to watch: the next round of the loop makes this sleeper the watcher.
+                st.watch_wake = false;
+                false
+            } else if watch && !st.queue.is_empty() && !st.available(Instant::now()) {
+                st.awake += 1;
+                true
+            } else {
+                false
+            };
+            if leave {
+                if watch && !st.watch_wake && st.can_wake() {
+                    // The jobs still queued (or pushed while no push wakes anyone) need a
+                    // watcher after this one.
+                    st.watch_wake = true;
+                    self.job_ready.notify_one();
+                }
+                return st;
+            }
+        }
     }
 
     /// Hand `f` to the loop; the first of a batch schedules the drain.
@@ -229,23 +324,63 @@ impl WsgiPool {
 
     /// A request for the pool (the connection calls it on the loop thread).
     fn submit(&self, app: Py<PyAny>, request: Py<Request>, receive: Option<Py<Receive>>, send: Py<Send>) {
-        let sleeping = {
+        let notify = {
             let mut st = lock(&self.jobs);
             st.queue.push_back(Job { app, request, receive, send });
-            st.sleeping
+            if !st.can_wake() {
+                false
+            } else if st.awake == 0 || !st.available(Instant::now()) {
+                // Nobody to take it: wake a worker, counted awake now so that the pushes
+                // before it runs do not wake more.
+                st.awake += 1;
+                st.wakes += 1;
+                true
+            } else if !st.watching && !st.watch_wake {
+                // An awake worker takes it, unless it blocks first: have a sleeper watch.
+                st.watch_wake = true;
+                true
+            } else {
+                false
+            }
         };
-        // A worker still busy takes the job when it is done; one asleep needs the signal.
-        if sleeping > 0 {
+        if notify {
             self.job_ready.notify_one();
         }
     }
 
     /// A worker thread's body: run jobs until `shutdown`.
     fn work(slf: &Bound<'_, Self>) -> PyResult<()> {
-        while let Some(job) = slf.get().next_job(slf.py()) {
-            Self::run(slf, job)?;
+        let this = slf.get();
+        let id = {
+            let mut st = lock(&this.jobs);
+            st.started.push(None);
+            st.awake += 1;
+            st.started.len() - 1
+        };
+        let outcome = (|| {
+            while let Some(job) = this.next_job(slf.py(), id) {
+                Self::run(slf, job)?;
+            }
+            Ok(())
+        })();
+        // A worker that leaves (the pool stopping, or a fatal error) is no longer awake: the
+        // pushes after it must not count on it.
+        let notify = {
+            let mut st = lock(&this.jobs);
+            st.started[id] = None;
+            st.awake -= 1;
+            // Jobs it leaves queued behind it need a worker still.
+            let wake = !st.queue.is_empty() && !st.stopping && st.can_wake() && !st.available(Instant::now());
+            if wake {
+                st.awake += 1;
+                st.wakes += 1;
+            }
+            wake
+        };
+        if notify {
+            this.job_ready.notify_one();
         }
-        Ok(())
+        outcome
     }
 
     /// Stop the workers once the jobs already queued are done.
