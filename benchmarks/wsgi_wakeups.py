@@ -3,14 +3,14 @@
 The WSGI pool's threads wait for jobs with the GIL released; how often they are woken shows
 in the server's context switches, which callgrind does not count. Each configuration serves
 the WSGI plaintext app (``http_apps/app_wsgi.py:hello``, as the ringloop-wsgi subject of
-``http_suite.py``) pinned to CPU 0, ``wrk -t1 -c64`` loads it from CPU 1 (one second of
+``http_suite.py``) pinned to CPU 0, ``wrk -t1 -c<--connections>`` (64) loads it from CPU 1 (one second of
 warm-up, then ``--seconds``), and around the measured run the server's voluntary and
 involuntary context switches (summed over ``/proc/<pid>/task/*/status``) and its user and
 kernel CPU time (``/proc/<pid>/stat``, every thread) are read. Builds and pool sizes are
 interleaved round by round so that a neighbour's load hits them alike.
 
     python benchmarks/wsgi_wakeups.py [--rounds 3] [--seconds 3] [--threads 1,2,32]
-        [--build main=/work/main/.venv/bin/python] [--build branch=PYTHON:PYTHONPATH] ...
+        [--connections 64] [--build main=/work/main/.venv/bin/python] [--build branch=PYTHON:PYTHONPATH] ...
 
 A build is ``label=python`` (that interpreter's ringloop) or ``label=python:pythonpath``
 (the ringloop found on ``pythonpath``). Output: one line per run, then the median per build
@@ -51,12 +51,23 @@ def cpu(pid: int) -> tuple[float, float]:
     return int(fields[11]) / tick, int(fields[12]) / tick
 
 
-def wrk(port: int, seconds: int) -> str:
-    cmd = ["taskset", "-c", "1", "wrk", "-t1", "-c64", f"-d{seconds}s", f"http://127.0.0.1:{port}/"]
+def wrk(port: int, seconds: int, connections: int) -> str:
+    cmd = [
+        "taskset",
+        "-c",
+        "1",
+        "wrk",
+        "-t1",
+        f"-c{connections}",
+        f"-d{seconds}s",
+        f"http://127.0.0.1:{port}/",
+    ]
     return subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
 
 
-def measure(python: str, pythonpath: str | None, threads: int, port: int, seconds: int) -> dict:
+def measure(
+    python: str, pythonpath: str | None, threads: int, port: int, seconds: int, connections: int
+) -> dict:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     if pythonpath:
         env["PYTHONPATH"] = pythonpath
@@ -75,10 +86,10 @@ def measure(python: str, pythonpath: str | None, threads: int, port: int, second
                 if server.poll() is not None or time.monotonic() > deadline:
                     raise SystemExit(f"the server ({' '.join(cmd)}) did not start") from None
                 time.sleep(0.05)
-        wrk(port, 1)
+        wrk(port, 1, connections)
         v0, n0 = switches(server.pid)
         u0, s0 = cpu(server.pid)
-        out = wrk(port, seconds)
+        out = wrk(port, seconds, connections)
         v1, n1 = switches(server.pid)
         u1, s1 = cpu(server.pid)
     finally:
@@ -118,6 +129,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=int, default=3)
     ap.add_argument("--threads", default="1,2,32", help="pool sizes, comma-separated")
     ap.add_argument("--build", type=build, action="append", help="label=python[:pythonpath]")
+    ap.add_argument("--connections", type=int, default=64)
     ap.add_argument("--port", type=int, default=18700)
     args = ap.parse_args()
     try:
@@ -132,7 +144,7 @@ def main() -> None:
         for threads in sizes:
             for label, python, path in builds:
                 port += 1
-                r = measure(python, path, threads, port, args.seconds)
+                r = measure(python, path, threads, port, args.seconds, args.connections)
                 runs.setdefault((label, threads), []).append(r)
                 print(line(label, threads, r), flush=True)
     print("median of the rounds:")
