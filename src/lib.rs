@@ -38,6 +38,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<http::host::Host>()?;
     m.add_class::<http::native::Request>()?;
     m.add_class::<http::native::Response>()?;
+    m.add_class::<http::wsgi_pool::WsgiPool>()?;
+    m.add_class::<http::wsgi_start::StartResponse>()?;
     m.add_class::<http::websocket::native::WebSocket>()?;
     m.add_function(wrap_pyfunction!(http::websocket::native::broadcast, m)?)?;
     m.add("ClientDisconnected", m.py().get_type::<http::cycle::ClientDisconnected>())?;

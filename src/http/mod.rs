@@ -19,3 +19,5 @@ pub mod watch;
 pub mod websocket;
 pub mod ws;
 pub mod wsgi;
+pub mod wsgi_pool;
+pub mod wsgi_start;

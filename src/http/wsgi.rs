@@ -1,5 +1,6 @@
 //! The native half of the WSGI bridge (`ringloop.server.wsgi`): PEP 3333's environ built from a
-//! `Request`, and a whole response written in one call.
+//! `Request`, and a whole response written in one call. The pool that calls the application
+//! is `wsgi_pool`, its `start_response` `wsgi_start`.
 //!
 //! Why native: built in Python, the environ of a small request cost more than the rest of the
 //! server's work for it (15 µs: a dict of twenty entries, a percent-decoded path, a string
@@ -61,20 +62,48 @@ fn environ_key(name: &[u8]) -> String {
     }
 }
 
+/// One part of an address as the environ's string: a `str` host as it is, an `int` port
+/// formatted here (`str()` through Python cost four calls a request).
+fn address_part<'py>(part: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyString>> {
+    if let Ok(s) = part.cast::<PyString>() {
+        return Ok(s.clone());
+    }
+    if let Ok(port) = part.extract::<u16>() {
+        return Ok(PyString::new(part.py(), &port.to_string()));
+    }
+    part.str()
+}
+
 /// `(host, port)` as the environ's two strings; a Unix socket's path (or nothing) as `("", "")`.
 fn address_strings<'py>(addr: &Bound<'py, PyAny>) -> PyResult<Option<(Bound<'py, PyString>, Bound<'py, PyString>)>> {
     let Ok(t) = addr.cast::<PyTuple>() else { return Ok(None) };
     if t.len() < 2 {
         return Ok(None);
     }
-    Ok(Some((t.get_item(0)?.str()?, t.get_item(1)?.str()?)))
+    Ok(Some((address_part(t.get_item(0)?)?, address_part(t.get_item(1)?)?)))
 }
 
-#[pymethods]
+/// The environ key of a request header as a Python `str`: the common ones made once.
+fn environ_key_str<'py>(py: Python<'py>, name: &[u8]) -> Bound<'py, PyString> {
+    match name {
+        b"host" => intern!(py, "HTTP_HOST").clone(),
+        b"user-agent" => intern!(py, "HTTP_USER_AGENT").clone(),
+        b"accept" => intern!(py, "HTTP_ACCEPT").clone(),
+        b"accept-encoding" => intern!(py, "HTTP_ACCEPT_ENCODING").clone(),
+        b"accept-language" => intern!(py, "HTTP_ACCEPT_LANGUAGE").clone(),
+        b"connection" => intern!(py, "HTTP_CONNECTION").clone(),
+        b"content-length" => intern!(py, "CONTENT_LENGTH").clone(),
+        b"content-type" => intern!(py, "CONTENT_TYPE").clone(),
+        b"cookie" => intern!(py, "HTTP_COOKIE").clone(),
+        b"authorization" => intern!(py, "HTTP_AUTHORIZATION").clone(),
+        _ => PyString::new(py, &environ_key(name)),
+    }
+}
+
 impl Request {
     /// PEP 3333's environ for this request: a copy of `template` (the keys every request shares:
     /// `wsgi.version`, `wsgi.errors`, …) with this request's keys and `wsgi.input` = `input`.
-    fn _wsgi_environ<'py>(&self, py: Python<'py>, template: &Bound<'py, PyDict>, input: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
+    pub(crate) fn wsgi_environ<'py>(&self, py: Python<'py>, template: &Bound<'py, PyDict>, input: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
         let env = template.copy()?;
         env.set_item(intern!(py, "REQUEST_METHOD"), self.method.bind(py))?;
         let root = self.root_path.bind(py);
@@ -115,7 +144,7 @@ impl Request {
         }
         for (n, v) in &self.fields {
             let name = n.bind(py).as_bytes();
-            let key = environ_key(name);
+            let key = environ_key_str(py, name);
             let value = latin1(py, v.bind(py).as_bytes());
             let joined = match env.get_item(&key)? {
                 // Repeated fields joined as one (RFC 9110 5.3), cookies with "; " (RFC 6265).
@@ -155,12 +184,11 @@ fn latin1_headers<'py>(py: Python<'py>, headers: &Bound<'py, PyAny>) -> PyResult
     Ok(out)
 }
 
-#[pymethods]
 impl Send {
-    /// A WSGI response known whole (a body of at most one piece): its head and body written at
-    /// once, on the loop thread. A client that left meanwhile is not an error; invalid headers
-    /// fail the response as an exception of the application's would (500, logged).
-    fn _wsgi_respond(&self, py: Python<'_>, status: u16, headers: &Bound<'_, PyAny>, body: &Bound<'_, PyBytes>) -> PyResult<()> {
+    /// A WSGI response known whole: its head and body written at once, on the loop thread. A
+    /// client that left meanwhile is not an error; invalid headers fail the response as an
+    /// exception of the application's would (500, logged).
+    pub(crate) fn wsgi_respond(&self, py: Python<'_>, status: u16, headers: &Bound<'_, PyAny>, body: &Bound<'_, PyBytes>) -> PyResult<()> {
         let conn = self.conn.bind(py);
         let written = latin1_headers(py, headers)
             .and_then(|h| cycle::record_start(conn, self.cycle, status, Some(h.into_any().unbind())))
@@ -170,6 +198,15 @@ impl Send {
             Err(e) if e.is_instance_of::<cycle::ClientDisconnected>(py) => Ok(()),
             Err(e) => self.failed(py, &e.into_value(py).into_bound(py)),
         }
+    }
+}
+
+#[pymethods]
+impl Send {
+    /// `wsgi_respond`, for the bridge's streaming path (a body that was not a list of `bytes`
+    /// but ended up whole, e.g. a one-item list of `bytearray`).
+    fn _wsgi_respond(&self, py: Python<'_>, status: u16, headers: &Bound<'_, PyAny>, body: &Bound<'_, PyBytes>) -> PyResult<()> {
+        self.wsgi_respond(py, status, headers, body)
     }
 
     /// The latin-1 `bytes` pairs of a WSGI application's `str` headers (a streamed response's
@@ -197,5 +234,22 @@ mod tests {
     fn environ_keys() {
         assert_eq!(environ_key(b"content-type"), "CONTENT_TYPE");
         assert_eq!(environ_key(b"x-forwarded-for"), "HTTP_X_FORWARDED_FOR");
+        Python::initialize();
+        Python::attach(|py| {
+            // The cached keys are the ones `environ_key` makes.
+            for name in [&b"host"[..], b"user-agent", b"accept", b"accept-encoding", b"accept-language", b"connection", b"content-length", b"content-type", b"cookie", b"authorization"] {
+                assert_eq!(environ_key_str(py, name).to_str().unwrap(), environ_key(name));
+            }
+        });
+    }
+
+    #[test]
+    fn address_parts() {
+        Python::initialize();
+        Python::attach(|py| {
+            let t = PyTuple::new(py, [PyString::new(py, "127.0.0.1").into_any(), 8080u16.into_pyobject(py).unwrap().into_any()]).unwrap();
+            let (h, p) = address_strings(t.as_any()).unwrap().unwrap();
+            assert_eq!((h.to_str().unwrap(), p.to_str().unwrap()), ("127.0.0.1", "8080"));
+        });
     }
 }

@@ -9,6 +9,8 @@ missing `start_response`.
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from srv_harness import chunked, exchange, get, new_key, request, wait_until
 
@@ -251,3 +253,25 @@ def test_requests_run_concurrently(wsgi):
     for c in conns:
         assert c.read_response().body == b"met"
         c.close()
+
+
+@pytest.mark.parametrize("gap", [0.0, 0.05])
+def test_a_sleeping_request_does_not_stall_a_fast_one(wsgi, gap):
+    # A worker blocked inside the application (time.sleep releases the GIL) must not keep the
+    # request behind it waiting: sent at once (queued while the sleeping worker still looks
+    # available) or 50 ms later, the fast request is answered while the slow one still sleeps.
+    slow = wsgi.raw(timeout=20)
+    fast = wsgi.raw(timeout=20)
+    try:
+        slow.send(request("GET", "/sleep?s=4"))
+        time.sleep(gap)
+        start = time.monotonic()
+        fast.send(request("GET", "/pid"))
+        assert fast.read_response().status == 200
+        assert time.monotonic() - start < 2.0
+        r = slow.read_response()
+        assert (r.status, r.body) == (200, b"slept")
+        assert time.monotonic() - start > 3.0
+    finally:
+        slow.close()
+        fast.close()

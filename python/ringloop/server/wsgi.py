@@ -1,13 +1,15 @@
 """WSGI (PEP 3333) on ringloop's server: applications run in a bounded thread pool, because
 they block by nature; the connection stays on the loop thread.
 
-Per request the connection hands the bridge the native `Request` and the cycle's
-`receive`/`send` (the same the ASGI path uses). A worker thread builds the environ, runs the
-application and passes the response back to the loop with `call_soon_threadsafe`:
+Per request the connection hands the pool (native: src/http/wsgi_pool.rs) the native `Request`
+and the cycle's `receive`/`send` (the same the ASGI path uses). A worker thread builds the
+environ, runs the application with a native `start_response` (src/http/wsgi_start.rs) and hands
+a response known whole (a list or tuple of `bytes`) back to the loop in batches; what streams
+is done here, talking to the loop with `call_soon_threadsafe`:
 - `wsgi.input` is streamed, not pre-read: a read the buffer cannot satisfy asks the loop for
   the next piece of body (`receive`) and waits for it;
 - the head is sent with the first non-empty chunk (or when the iterable ends), as PEP 3333
-  says; a body given as a one-item list or tuple (most frameworks') goes out in one message
+  says; a body given as a list or tuple of `bytes` (most frameworks') goes out in one message
   with its length known, so it gets `content-length` and no chunked framing;
 - chunks of an iterated body wait for the transport's buffer to drain below its high-water
   mark before the next is pulled (memory stays bounded whatever the app yields);
@@ -21,13 +23,12 @@ connection; both are logged with the traceback, and neither stops the server.
 from __future__ import annotations
 
 import asyncio
-import queue
 import sys
 import threading
 from collections import deque
 from typing import Any
 
-_STOP = object()
+from .._core import WsgiPool
 
 
 class FileWrapper:
@@ -194,7 +195,7 @@ async def _receive_some(receive, want: int) -> tuple[list[bytes], bool]:
 
 def _environ_template(multiprocess: bool) -> dict[str, Any]:
     """The environ keys every request shares; the rest are the request's own
-    (`Request._wsgi_environ`, in src/http/wsgi.rs: strings are latin-1 "bytes as str")."""
+    (`Request::wsgi_environ`, in src/http/wsgi.rs: strings are latin-1 "bytes as str")."""
     return {
         "wsgi.version": (1, 0),
         "wsgi.errors": sys.stderr,
@@ -206,62 +207,10 @@ def _environ_template(multiprocess: bool) -> dict[str, Any]:
     }
 
 
-class _Response:
-    """`start_response` and the head it records, for one request."""
-
-    def __init__(self, bridge: WSGIBridge, send) -> None:
-        self.bridge = bridge
-        self.send = send
-        self.status: int | None = None
-        self.headers: list[tuple[bytes, bytes]] = []
-        self.head_sent = False
-
-    def start_response(self, status: str, headers, exc_info=None):
-        if exc_info is not None:
-            try:
-                if self.head_sent:
-                    raise exc_info[1].with_traceback(exc_info[2])
-            finally:
-                exc_info = None
-        elif self.status is not None:
-            raise RuntimeError("start_response() called twice without exc_info")
-        code = status[:3]
-        if not (code.isdigit() and (len(status) == 3 or status[3] == " ")):
-            raise ValueError(f"invalid WSGI status {status!r}")
-        self.status = int(code)
-        # Kept as given: made latin-1 bytes natively when the head is written (an invalid one
-        # then fails the response with a 500).
-        self.headers = headers
-        return self.write
-
-    def _head(self) -> dict:
-        if self.status is None:
-            raise RuntimeError("the WSGI application did not call start_response()")
-        self.head_sent = True
-        headers = self.send._wsgi_headers(self.headers)
-        return {"type": "http.response.start", "status": self.status, "headers": headers}
-
-    def write(self, data: bytes) -> None:
-        """PEP 3333's `write()` callable, and each chunk of an iterated body."""
-        if not data:
-            return
-        messages = [] if self.head_sent else [self._head()]
-        messages.append({"type": "http.response.body", "body": bytes(data), "more_body": True})
-        self.bridge.call(_send_all, self.send, messages)
-
-    def finish(self, last: bytes = b"") -> None:
-        # The last message needs no answer: the worker moves on to the next request.
-        if not self.head_sent:
-            if self.status is None:
-                raise RuntimeError("the WSGI application did not call start_response()")
-            self.head_sent = True
-            # The whole response in one native call on the loop (src/http/wsgi.rs).
-            self.bridge.loop.call_soon_threadsafe(
-                self.send._wsgi_respond, self.status, self.headers, last
-            )
-            return
-        messages = [{"type": "http.response.body", "body": last, "more_body": False}]
-        self.bridge.loop.call_soon_threadsafe(_send_now, self.send, messages)
+def _head_message(start, send) -> dict:
+    """The `http.response.start` message of the head `start` recorded (marked sent)."""
+    status, headers = start._take_head()
+    return {"type": "http.response.start", "status": status, "headers": send._wsgi_headers(headers)}
 
 
 async def _send_all(send, messages) -> None:
@@ -279,78 +228,78 @@ def _send_now(send, messages) -> None:
 
 
 class WSGIBridge:
-    """A bounded pool of threads that run a WSGI application for the loop's connections."""
+    """A bounded pool of threads that run a WSGI application for the loop's connections.
+
+    The pool itself is native (`WsgiPool`, src/http/wsgi_pool.rs): it queues the requests,
+    builds the environ, calls the application with a native `start_response` and writes a
+    response known whole. What it hands back here is what streams: `wsgi.input` with a body,
+    `write()`, an iterated body, `wsgi.file_wrapper`.
+    """
 
     def __init__(
         self, loop: asyncio.AbstractEventLoop, threads: int, multiprocess: bool = False
     ) -> None:
         self.loop = loop
         self.multiprocess = multiprocess
-        self._template = _environ_template(multiprocess)
-        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._pool = WsgiPool(loop, _environ_template(multiprocess), self, _NO_BODY)
+        # What the connection calls, on the loop thread, per request: (app, request, receive,
+        # send) straight into the native queue.
+        self.submit = self._pool.submit
         self._threads = [
-            threading.Thread(target=self._work, name=f"ringloop-wsgi-{i}", daemon=True)
+            threading.Thread(target=self._pool.work, name=f"ringloop-wsgi-{i}", daemon=True)
             for i in range(threads)
         ]
         for t in self._threads:
             t.start()
 
-    # -- loop side ---------------------------------------------------------------------------------
-
-    def submit(self, app, request, receive, send) -> None:
-        """A request for the pool (called by the connection on the loop thread)."""
-        self._queue.put((app, request, receive, send))
-
     def shutdown(self) -> None:
-        for _ in self._threads:
-            self._queue.put(_STOP)
+        self._pool.shutdown()
 
-    # -- worker side --------------------------------------------------------------------------
+    # -- worker side: called by the native pool ---------------------------------------------------
 
     def call(self, fn, *args):
         """Run coroutine function `fn(*args)` on the loop and wait for its result."""
         return asyncio.run_coroutine_threadsafe(fn(*args), self.loop).result()
 
-    def _work(self) -> None:
-        while True:
-            job = self._queue.get()
-            if job is _STOP:
-                return
-            self._run(*job)
+    def _input(self, receive) -> _Input:
+        """`wsgi.input` of a request with a body."""
+        return _Input(self, receive, True)
 
-    def _run(self, app, request, receive, send) -> None:
-        stream = _Input(self, receive, True) if request._has_body else _NO_BODY
-        env = request._wsgi_environ(self._template, stream)
-        response = _Response(self, send)
-        result = None
-        try:
-            result = app(env, response.start_response)
-            if isinstance(result, FileWrapper) and hasattr(result.filelike, "fileno"):
-                self._send_file(response, result)
-                return
-            if isinstance(result, (list, tuple)) and len(result) <= 1:
-                response.finish(bytes(result[0]) if result else b"")
-                return
-            for chunk in result:
-                response.write(chunk)
-            response.finish()
-        except BaseException as exc:  # noqa: BLE001 - reported to the connection, never fatal
-            self.loop.call_soon_threadsafe(send._failed, exc)
-            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
-                raise
-        finally:
-            close = getattr(result, "close", None)
-            if close is not None:
-                try:
-                    close()
-                except Exception as exc:  # noqa: BLE001 - logged like the app's own errors
-                    from .logs import error
+    def _write(self, start, send, data) -> None:
+        """PEP 3333's `write()` callable, and each chunk of an iterated body: the head (the
+        first time) and `data`, on the loop before this returns."""
+        if not data:
+            return
+        messages = [] if start.head_sent else [_head_message(start, send)]
+        messages.append({"type": "http.response.body", "body": bytes(data), "more_body": True})
+        self.call(_send_all, send, messages)
 
-                    error("Exception closing a WSGI response", exc)
+    def _last(self, start, send, last: bytes = b"") -> None:
+        # The last message needs no answer: the worker moves on to the next request.
+        if not start.head_sent:
+            status, headers = start._take_head()
+            # The whole response in one native call on the loop (src/http/wsgi.rs).
+            self.loop.call_soon_threadsafe(send._wsgi_respond, status, headers, last)
+            return
+        messages = [{"type": "http.response.body", "body": last, "more_body": False}]
+        self.loop.call_soon_threadsafe(_send_now, send, messages)
 
-    def _send_file(self, response: _Response, wrapper: FileWrapper) -> None:
-        head = response._head()
-        self.call(_send_file, response.send, head, wrapper.filelike)
+    def _finish(self, start, result, send) -> None:
+        """The response of `result`, which the native pool did not send whole."""
+        if isinstance(result, FileWrapper) and hasattr(result.filelike, "fileno"):
+            self.call(_send_file, send, _head_message(start, send), result.filelike)
+            return
+        if isinstance(result, (list, tuple)) and len(result) <= 1:
+            self._last(start, send, bytes(result[0]) if result else b"")
+            return
+        for chunk in result:
+            self._write(start, send, chunk)
+        self._last(start, send)
+
+    def _close_failed(self, exc: BaseException) -> None:
+        from .logs import error
+
+        error("Exception closing a WSGI response", exc)
 
 
 async def _send_file(send, head, f) -> None:
