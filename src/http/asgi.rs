@@ -15,16 +15,17 @@ use pyo3::{intern, PyTraverseError, PyVisit};
 
 use super::conn::HttpConn;
 use super::cycle::{self, current, disconnect, ready, ClientDisconnected, Cycle, Got};
-use super::request::{self, HeadCopy, Origin};
+use super::request::{self, HeadCopy};
+use super::scope::{ConnScope, Origin};
 
 /// The scope and the cycle for the request `head` (after `conn` released its borrow).
 pub(crate) fn request<'py>(conn: &Bound<'py, HttpConn>, head: &HeadCopy, id: u64) -> PyResult<(Bound<'py, PyDict>, Cycle)> {
     let py = conn.py();
     let this = conn.get();
     let server = this.server.get();
-    let (client, local, trusted) = {
-        let st = this.st.borrow(py)?;
-        (st.client.clone_ref(py), st.local.clone_ref(py), st.peer_trusted)
+    let (client, local, trusted, base) = {
+        let mut st = this.st.borrow_mut(py)?;
+        (st.client.clone_ref(py), st.local.clone_ref(py), st.peer_trusted, st.scope.take())
     };
     let (mut client, mut scheme) = (client, server.scheme.clone_ref(py));
     if trusted {
@@ -35,8 +36,14 @@ pub(crate) fn request<'py>(conn: &Bound<'py, HttpConn>, head: &HeadCopy, id: u64
         }
     }
     let state = server.lifespan_state.borrow(py)?.as_ref().map(|s| s.clone_ref(py));
-    let origin = Origin { client: &client, local: &local, scheme: &scheme, default_scheme: &server.scheme };
-    let scope = request::scope(py, server.scope_template.bind(py), head, &origin, state.as_ref())?;
+    let origin = Origin { client: &client, local: &local, scheme: &scheme };
+    // Taken out of the state while in use: making the scope allocates containers.
+    let mut base = match base {
+        Some(b) => b,
+        None => ConnScope::new(server.scope_template.bind(py))?,
+    };
+    let scope = base.scope(py, head, &origin, state.as_ref())?;
+    this.st.borrow_mut(py)?.scope = Some(base);
     Ok((scope, Cycle::new(id, head, py)))
 }
 

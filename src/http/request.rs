@@ -9,8 +9,8 @@
 
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
-use pyo3::{intern, IntoPyObjectExt};
+use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
+use pyo3::IntoPyObjectExt;
 
 use super::h1::{Framing, Head, Method, Version};
 
@@ -119,9 +119,14 @@ fn decode_path(py: Python<'_>, raw: &[u8]) -> Py<PyString> {
 impl HeadCopy {
     /// Copy what the application sees of `head` (under the connection's borrow: `str` and
     /// `bytes` only).
-    pub(crate) fn from_head(py: Python<'_>, head: &Head<'_>, root_path: &[u8]) -> HeadCopy {
+    /// `last`: the previous request's `raw_path` and `path` objects, reused when this request
+    /// has the same target (see `scope`).
+    pub(crate) fn from_head(py: Python<'_>, head: &Head<'_>, root_path: &[u8], last: Option<(&Py<PyBytes>, &Py<PyString>)>) -> HeadCopy {
         let path = head.path();
-        let (path_obj, raw_path) = if root_path.is_empty() {
+        let same = |raw: &[u8]| raw.len() == root_path.len() + path.len() && raw.starts_with(root_path) && &raw[root_path.len()..] == path;
+        let (path_obj, raw_path) = if let Some((raw, decoded)) = last.filter(|(raw, _)| same(raw.bind(py).as_bytes())) {
+            (decoded.clone_ref(py), raw.clone_ref(py))
+        } else if root_path.is_empty() {
             (decode_path(py, path), PyBytes::new(py, path).unbind())
         } else {
             // As uvicorn: `path` and `raw_path` include the root path.
@@ -187,65 +192,6 @@ impl HeadCopy {
             Version::Http10 => cached_str!(py, "1.0"),
         }
     }
-}
-
-/// Where the request came from and how, after `--proxy-headers`.
-pub(crate) struct Origin<'a> {
-    pub(crate) client: &'a Py<PyAny>,
-    pub(crate) local: &'a Py<PyAny>,
-    pub(crate) scheme: &'a Py<PyString>,
-    /// The server's own scheme (in the template): a proxy's may replace it.
-    pub(crate) default_scheme: &'a Py<PyString>,
-}
-
-/// The keys every `http` scope has, in the order uvicorn builds them, with the values that
-/// are the same for every request of a server; `scope` copies it and fills in the rest.
-/// (Copying a dict clones its key table at once: a third of the cost of inserting each key.)
-pub(crate) fn scope_template<'py>(py: Python<'py>, scheme: &Bound<'py, PyString>, root_path: &Bound<'py, PyString>) -> PyResult<Bound<'py, PyDict>> {
-    // `asgi` and `extensions` are shared by every request: nothing in the spec lets an
-    // application change them.
-    let asgi = PyDict::new(py);
-    asgi.set_item(intern!(py, "version"), intern!(py, "3.0"))?;
-    asgi.set_item(intern!(py, "spec_version"), intern!(py, "2.4"))?;
-    let extensions = PyDict::new(py);
-    extensions.set_item(intern!(py, "http.response.pathsend"), PyDict::new(py))?;
-    let d = PyDict::new(py);
-    d.set_item(intern!(py, "type"), intern!(py, "http"))?;
-    d.set_item(intern!(py, "asgi"), asgi)?;
-    d.set_item(intern!(py, "http_version"), intern!(py, "1.1"))?;
-    d.set_item(intern!(py, "server"), py.None())?;
-    d.set_item(intern!(py, "client"), py.None())?;
-    d.set_item(intern!(py, "scheme"), scheme)?;
-    d.set_item(intern!(py, "method"), py.None())?;
-    d.set_item(intern!(py, "root_path"), root_path)?;
-    d.set_item(intern!(py, "path"), py.None())?;
-    d.set_item(intern!(py, "raw_path"), py.None())?;
-    d.set_item(intern!(py, "query_string"), py.None())?;
-    d.set_item(intern!(py, "headers"), py.None())?;
-    d.set_item(intern!(py, "extensions"), extensions)?;
-    Ok(d)
-}
-
-/// ASGI's `http` scope (spec 2.4) for `head`, from the server's `template`.
-pub(crate) fn scope<'py>(py: Python<'py>, template: &Bound<'py, PyDict>, head: &HeadCopy, origin: &Origin<'_>, state: Option<&Py<PyDict>>) -> PyResult<Bound<'py, PyDict>> {
-    let d = template.copy()?;
-    if head.version != Version::Http11 {
-        d.set_item(intern!(py, "http_version"), head.http_version(py))?;
-    }
-    d.set_item(intern!(py, "server"), origin.local)?;
-    d.set_item(intern!(py, "client"), origin.client)?;
-    if !origin.scheme.is(origin.default_scheme) {
-        d.set_item(intern!(py, "scheme"), origin.scheme)?;
-    }
-    d.set_item(intern!(py, "method"), &head.method)?;
-    d.set_item(intern!(py, "path"), &head.path)?;
-    d.set_item(intern!(py, "raw_path"), &head.raw_path)?;
-    d.set_item(intern!(py, "query_string"), &head.query)?;
-    d.set_item(intern!(py, "headers"), head.header_list(py)?)?;
-    if let Some(state) = state {
-        d.set_item(intern!(py, "state"), state.bind(py).copy()?)?;
-    }
-    Ok(d)
 }
 
 /// `(host, port)` of a socket address as asyncio reports it (IPv6's four-tuple cut to two,

@@ -133,6 +133,12 @@ async def app(scope, receive, send):  # noqa: C901 - one route per behaviour, on
         view["extensions"] = sorted((scope.get("extensions") or {}).keys())
         view["body"] = body
         await _json(send, _jsonable(view))
+        if _q(scope, "mutate") == "1":
+            # What an application does to its scope must not reach the next request's.
+            for key in ("method", "path", "raw_path", "query_string", "client", "server"):
+                scope[key] = None
+            scope["headers"].append((b"x-added", b"1"))
+            scope["http_version"] = "9"
         return
 
     if path == "/state-mutate":

@@ -117,6 +117,44 @@ def test_scope_method_of_each_request(asgi):
         assert b(s["body"]) == b"x"
 
 
+def test_scope_of_each_request_on_one_connection(asgi):
+    # Requests on one keep-alive connection, the same target again, others, another version,
+    # and an application that changes its scope: each scope is its own request's.
+    sent = [
+        ("GET", "/scope", "HTTP/1.1", []),
+        ("GET", "/scope?mutate=1", "HTTP/1.1", [("X-A", "1")]),
+        ("GET", "/scope?mutate=1", "HTTP/1.1", []),
+        ("POST", "/scope/a%20b", "HTTP/1.1", []),
+        ("GET", "/scope/a%20b", "HTTP/1.1", []),
+        ("GET", "/scope", "HTTP/1.1", [("X-B", "2")]),
+        # Last: uvicorn closes an HTTP/1.0 connection whatever it asks.
+        ("GET", "/scope", "HTTP/1.0", [("Connection", "keep-alive")]),
+    ]
+    with asgi.raw() as c:
+        for method, target, version, fields in sent:
+            c.send(
+                request(
+                    method,
+                    target,
+                    version=version,
+                    headers=fields,
+                    body=b"" if method == "POST" else None,
+                )
+            )
+            r = c.read_response()
+            assert r.status == 200, r
+            s = r.json()
+            path, _, query = target.partition("?")
+            assert (s["method"], s["http_version"]) == (method, version[5:])
+            assert s["path"] == path.replace("%20", " ")
+            assert (b(s["raw_path"]), b(s["query_string"])) == (path.encode(), query.encode())
+            assert s["server"] == ["127.0.0.1", asgi.port]
+            assert s["client"] == list(c.sock.getsockname())
+            expected = [("host", "example.test")] + [(n.lower(), v) for n, v in fields]
+            expected += [("content-length", "0")] if method == "POST" else []
+            assert header_list(s) == [(n.encode(), v.encode()) for n, v in expected]
+
+
 def test_scope_state_comes_from_lifespan(asgi):
     s = scope_of(asgi, request("GET", "/scope"))
     assert s["state_started_by"] == "lifespan"

@@ -37,6 +37,7 @@ use super::host::Host;
 use super::native;
 use super::cycle::{self, Cycle};
 use super::request::{self, HeadCopy};
+use super::scope::ConnScope;
 use super::h1::{After, Conn, Event, Phase, Stamp, CONTINUE};
 use super::server::{Interface, ServerState};
 use super::watch::{self, Records};
@@ -61,6 +62,8 @@ pub(crate) struct ConnState {
     /// The peer is a trusted proxy (`--proxy-headers`): its forwarding headers are believed.
     pub(crate) peer_trusted: bool,
     pub(crate) cycle: Option<Cycle>,
+    /// What this connection's ASGI scopes are copied from (`scope`), made at its first request.
+    pub(crate) scope: Option<ConnScope>,
     next_cycle: u64,
     /// Inside `process`: a response that ends here lets the loop go on to the next request.
     in_process: bool,
@@ -144,12 +147,14 @@ impl HttpConn {
                     Self::wake_receiver(&mut st);
                     Step::Stop
                 } else {
-                    let step = match st.h1.poll() {
+                    let parts = &mut *st;
+                    let step = match parts.h1.poll() {
                         Ok(Event::Head(head)) => {
                             if server.limit_concurrency.is_some_and(|l| server.in_flight.load(Ordering::Relaxed) >= l) {
                                 Step::Fail(503, "limit-concurrency")
                             } else {
-                                Step::Start(HeadCopy::from_head(py, &head, &server.root_path_bytes))
+                                let last = parts.scope.as_ref().and_then(ConnScope::last_target);
+                                Step::Start(HeadCopy::from_head(py, &head, &server.root_path_bytes, last))
                             }
                         }
                         Ok(Event::NeedData) | Ok(Event::Paused) => Step::Stop,
@@ -525,6 +530,7 @@ impl HttpConn {
                 local: py.None(),
                 peer_trusted: false,
                 cycle: None,
+                scope: None,
                 next_cycle: 0,
                 in_process: false,
                 flush_queued: false,
@@ -695,13 +701,16 @@ impl HttpConn {
         if let Some(c) = &st.cycle {
             c.traverse(&visit)?;
         }
+        if let Some(s) = &st.scope {
+            s.traverse(&visit)?;
+        }
         st.watch.traverse(&visit)?;
         Ok(())
     }
 
     fn __clear__(&self) {
         let taken = self.st.try_borrow_mut_unattached().map(|mut st| {
-            (st.io.take(), st.transport.take(), std::mem::take(&mut st.drain_waiters), st.cycle.take(), st.ws.take(), std::mem::take(&mut st.watch))
+            (st.io.take(), st.transport.take(), std::mem::take(&mut st.drain_waiters), st.cycle.take(), st.ws.take(), std::mem::take(&mut st.watch), st.scope.take())
         });
         drop(taken);
     }
