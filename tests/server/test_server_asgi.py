@@ -155,6 +155,19 @@ def test_scope_of_each_request_on_one_connection(asgi):
             assert header_list(s) == [(n.encode(), v.encode()) for n, v in expected]
 
 
+def test_an_earlier_requests_receive_and_send_do_not_reach_the_next(asgi):
+    key = new_key()
+    with asgi.raw() as c:
+        c.send(request("GET", f"/keep-callables?key={key}"))
+        assert c.read_response().body == b"kept"
+        for _ in range(2):  # and a request after one whose pair nobody kept
+            c.send(request("GET", "/path"))
+            assert c.read_response().status == 200
+        c.send(request("GET", f"/use-kept?key={key}"))
+        r = c.read_response()
+        assert r.json() == {"receive": "http.disconnect", "send": "RuntimeError"}
+
+
 def test_scope_state_comes_from_lifespan(asgi):
     s = scope_of(asgi, request("GET", "/scope"))
     assert s["state_started_by"] == "lifespan"

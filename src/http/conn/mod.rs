@@ -64,6 +64,8 @@ pub(crate) struct ConnState {
     pub(crate) cycle: Option<Cycle>,
     /// What this connection's ASGI scopes are copied from (`scope`), made at its first request.
     pub(crate) scope: Option<ConnScope>,
+    /// The latest ASGI request's `receive` and `send`, for the next request (`asgi::callables`).
+    pub(crate) spare: Option<(Py<asgi::Receive>, Py<asgi::Send>)>,
     next_cycle: u64,
     /// Inside `process`: a response that ends here lets the loop go on to the next request.
     in_process: bool,
@@ -240,14 +242,15 @@ impl HttpConn {
                 let (scope, cycle) = asgi::request(slf, &head, id)?;
                 watch::note_start(this, py, id, &scope)?;
                 this.st.borrow_mut(py)?.cycle = Some(cycle);
-                let receive = Py::new(py, asgi::Receive { conn: slf.clone().unbind(), cycle: id, ws: false })?;
-                let send = Py::new(py, asgi::Send { conn: slf.clone().unbind(), cycle: id, ws: false })?;
-                match server.app.bind(py).call1((scope, receive, send.bind(py))) {
+                let (receive, send) = asgi::callables(slf, id)?;
+                match server.app.bind(py).call1((scope, receive.bind(py), send.bind(py))) {
                     // The app's own coroutine is the task's (no wrapper frame): how it ended is
                     // read off the task (`asgi::watch`).
                     Ok(coro) => Self::spawn(slf, &coro, Some(send.bind(py)))?,
                     Err(e) => send.get().failed(py, &e.into_value(py).into_bound(py))?,
                 }
+                let old = this.st.borrow_mut(py)?.spare.replace((receive, send));
+                drop(old);
             }
             Interface::Native | Interface::NativeAsync if head.websocket && server.ws_handler.is_some() => {
                 return websocket::native::start(slf, &head, id);
@@ -531,6 +534,7 @@ impl HttpConn {
                 peer_trusted: false,
                 cycle: None,
                 scope: None,
+                spare: None,
                 next_cycle: 0,
                 in_process: false,
                 flush_queued: false,
@@ -640,7 +644,12 @@ impl HttpConn {
             this.server.get().in_flight.fetch_sub(1, Ordering::Relaxed);
             cycle::cycle_over(py, c)?;
         }
-        let host = this.st.borrow_mut(py)?.host.take();
+        // The spare pair refers to the connection: dropped with it, not left to the collector.
+        let (host, spare) = {
+            let mut st = this.st.borrow_mut(py)?;
+            (st.host.take(), st.spare.take())
+        };
+        drop(spare);
         if let Some(h) = host {
             h.get().connection_closed(py)?;
         }
@@ -704,13 +713,17 @@ impl HttpConn {
         if let Some(s) = &st.scope {
             s.traverse(&visit)?;
         }
+        if let Some((r, s)) = &st.spare {
+            visit.call(r)?;
+            visit.call(s)?;
+        }
         st.watch.traverse(&visit)?;
         Ok(())
     }
 
     fn __clear__(&self) {
         let taken = self.st.try_borrow_mut_unattached().map(|mut st| {
-            (st.io.take(), st.transport.take(), std::mem::take(&mut st.drain_waiters), st.cycle.take(), st.ws.take(), std::mem::take(&mut st.watch), st.scope.take())
+            (st.io.take(), st.transport.take(), std::mem::take(&mut st.drain_waiters), st.cycle.take(), st.ws.take(), std::mem::take(&mut st.watch), st.scope.take(), st.spare.take())
         });
         drop(taken);
     }
