@@ -60,33 +60,56 @@ pub(crate) fn watch(send: &Bound<'_, Send>, task: &Bound<'_, PyAny>) -> PyResult
     Ok(())
 }
 
-/// `obj` has no reference but this one.
-fn sole<T>(_py: Python<'_>, obj: &Py<T>) -> bool {
+/// How many references `obj` has.
+fn refs<T>(_py: Python<'_>, obj: &Py<T>) -> isize {
     // SAFETY: `obj` is a live object (we hold a reference) and the GIL is held (`_py`).
-    unsafe { pyo3::ffi::Py_REFCNT(obj.as_ptr()) == 1 }
+    unsafe { pyo3::ffi::Py_REFCNT(obj.as_ptr()) }
 }
 
-/// `receive` and `send` for the cycle `id` of `conn`: the pair its previous request had, when
-/// nothing but the connection holds it any more (renumbered), else a new pair.
+/// What an ASGI request is called with: `receive`, and `send` as the bound method `Send.send`
+/// (`send_fn`; `send` is its `__self__`, for the server's own calls).
+pub(crate) struct Callables {
+    pub(crate) receive: Py<Receive>,
+    pub(crate) send: Py<Send>,
+    pub(crate) send_fn: Py<PyAny>,
+}
+
+/// `Callables` for the cycle `id` of `conn`: those of its previous request, when nothing but
+/// the connection holds them any more (renumbered), else new ones.
 ///
-/// Why: making and freeing the two objects cost ~900 instructions of an ~19,600-instruction
-/// ASGI "hello world" request (callgrind). A pair no one else references cannot be called
-/// by anyone (neither class supports weak references), so giving it to the next request
-/// cannot let the previous one's application reach the new cycle; one still referenced (a
-/// coroutine still running, an application that kept `send`) is left alone.
-pub(crate) fn callables(conn: &Bound<'_, HttpConn>, id: u64) -> PyResult<(Py<Receive>, Py<Send>)> {
+/// Why: making and freeing the objects cost ~900 instructions of an ~19,600-instruction ASGI
+/// "hello world" request (callgrind). Objects no one else references cannot be called by
+/// anyone (neither class supports weak references), so giving them to the next request
+/// cannot let the previous one's application reach the new cycle; ones still referenced (a
+/// coroutine still running, an application that kept `send`) are left alone.
+///
+/// Why `send` is a bound method and not the `Send` object: calling an object goes through
+/// `tp_call` (PyO3 has no vectorcall for `__call__`), which packs the message in a tuple and
+/// unpacks it again; a method defined with PyO3 is called by vectorcall, with no tuple:
+/// ~500 instructions fewer for the two sends of a small response.
+pub(crate) fn callables(conn: &Bound<'_, HttpConn>, id: u64) -> PyResult<Callables> {
     let py = conn.py();
     let spare = conn.get().st.borrow_mut(py)?.spare.take();
-    if let Some((receive, send)) = spare {
-        if sole(py, &receive) && sole(py, &send) {
-            receive.get().cycle.store(id, Ordering::Relaxed);
-            send.get().cycle.store(id, Ordering::Relaxed);
-            return Ok((receive, send));
+    if let Some(c) = spare {
+        // `send` has two references: the connection's and its bound method's.
+        if refs(py, &c.receive) == 1 && refs(py, &c.send) == 2 && refs(py, &c.send_fn) == 1 {
+            c.receive.get().cycle.store(id, Ordering::Relaxed);
+            c.send.get().cycle.store(id, Ordering::Relaxed);
+            return Ok(c);
         }
     }
     let receive = Py::new(py, Receive { conn: conn.clone().unbind(), cycle: id.into(), ws: false })?;
     let send = Py::new(py, Send { conn: conn.clone().unbind(), cycle: id.into(), ws: false })?;
-    Ok((receive, send))
+    let send_fn = send.bind(py).getattr(intern!(py, "send"))?.unbind();
+    Ok(Callables { receive, send, send_fn })
+}
+
+impl Callables {
+    pub(crate) fn traverse(&self, visit: &PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.receive)?;
+        visit.call(&self.send)?;
+        visit.call(&self.send_fn)
+    }
 }
 
 /// `receive` (ASGI).
@@ -283,6 +306,11 @@ impl Send {
 #[pymethods]
 impl Send {
     fn __call__<'py>(slf: &Bound<'py, Self>, message: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        Self::send(slf, message)
+    }
+
+    /// `send(message)`: what an HTTP application is given (see `callables`).
+    fn send<'py>(slf: &Bound<'py, Self>, message: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
         let py = slf.py();
         let this = slf.get();
         let conn = this.conn.bind(py);

@@ -65,7 +65,7 @@ pub(crate) struct ConnState {
     /// What this connection's ASGI scopes are copied from (`scope`), made at its first request.
     pub(crate) scope: Option<ConnScope>,
     /// The latest ASGI request's `receive` and `send`, for the next request (`asgi::callables`).
-    pub(crate) spare: Option<(Py<asgi::Receive>, Py<asgi::Send>)>,
+    pub(crate) spare: Option<asgi::Callables>,
     next_cycle: u64,
     /// Inside `process`: a response that ends here lets the loop go on to the next request.
     in_process: bool,
@@ -242,14 +242,14 @@ impl HttpConn {
                 let (scope, cycle) = asgi::request(slf, &head, id)?;
                 watch::note_start(this, py, id, &scope)?;
                 this.st.borrow_mut(py)?.cycle = Some(cycle);
-                let (receive, send) = asgi::callables(slf, id)?;
-                match server.app.bind(py).call1((scope, receive.bind(py), send.bind(py))) {
+                let c = asgi::callables(slf, id)?;
+                match server.app.bind(py).call1((scope, c.receive.bind(py), c.send_fn.bind(py))) {
                     // The app's own coroutine is the task's (no wrapper frame): how it ended is
                     // read off the task (`asgi::watch`).
-                    Ok(coro) => Self::spawn(slf, &coro, Some(send.bind(py)))?,
-                    Err(e) => send.get().failed(py, &e.into_value(py).into_bound(py))?,
+                    Ok(coro) => Self::spawn(slf, &coro, Some(c.send.bind(py)))?,
+                    Err(e) => c.send.get().failed(py, &e.into_value(py).into_bound(py))?,
                 }
-                let old = this.st.borrow_mut(py)?.spare.replace((receive, send));
+                let old = this.st.borrow_mut(py)?.spare.replace(c);
                 drop(old);
             }
             Interface::Native | Interface::NativeAsync if head.websocket && server.ws_handler.is_some() => {
@@ -713,9 +713,8 @@ impl HttpConn {
         if let Some(s) = &st.scope {
             s.traverse(&visit)?;
         }
-        if let Some((r, s)) = &st.spare {
-            visit.call(r)?;
-            visit.call(s)?;
+        if let Some(c) = &st.spare {
+            c.traverse(&visit)?;
         }
         st.watch.traverse(&visit)?;
         Ok(())
