@@ -95,7 +95,7 @@ impl Request {
             raw_path: head.raw_path.clone_ref(py),
             query: head.query.clone_ref(py),
             version: head.http_version(py),
-            fields: head.headers.iter().map(|(n, v)| (n.clone_ref(py), v.clone_ref(py))).collect(),
+            fields: head.headers.iter().map(|f| (f.name.clone_ref(py), f.value.clone_ref(py))).collect(),
             headers: GilCell::new(None),
             client: st.client.clone_ref(py),
             server: st.local.clone_ref(py),

@@ -8,14 +8,17 @@
 //! `server` and `client` are the connection's; `method`, `http_version`, `query_string`
 //! (when empty) and `scheme` are cached objects for the common cases; and a request for the
 //! same target as the connection's previous one gets that request's `path` and `raw_path`
-//! objects again (`HeadCopy::from_head`, with `ConnScope::last_target`; both immutable). So
+//! objects again (`HeadCopy::from_head`, with `ConnScope::last_target`; both immutable), and
+//! a header field that is the same, at the same place, as the previous request's gets that
+//! request's `(name, value)` tuple (`last_headers`: a client sends the same fields on each
+//! request of a connection, `host` and `user-agent` at least). So
 //! each connection keeps a dict with the values of its latest request: a request sets there
 //! only the values that are not the objects it already holds, copies it (a dict copy clones
-//! its key table at once) and adds `headers` — a new list per request, since an application
-//! may change it — and `state` (a shallow copy of the lifespan state, as the spec asks).
+//! its key table at once) and adds `headers` — a new list per request (of tuples that may be
+//! the previous request's), since an application may change the list — and `state` (a shallow copy of the lifespan state, as the spec asks).
 
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyString};
+use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 use pyo3::{intern, PyTraverseError, PyVisit};
 
 use super::request::HeadCopy;
@@ -66,6 +69,8 @@ pub(crate) struct ConnScope {
     path: Option<Py<PyString>>,
     raw_path: Option<Py<PyBytes>>,
     query: Option<Py<PyBytes>>,
+    /// The `scope["headers"]` tuples of the latest request.
+    headers: Vec<Py<PyTuple>>,
 }
 
 /// `d[key] = value` unless `held` is `value` already.
@@ -90,12 +95,19 @@ impl ConnScope {
             path: None,
             raw_path: None,
             query: None,
+            headers: Vec::new(),
         })
     }
 
     /// The previous request's `raw_path` and `path` (a request for the same target reuses them).
     pub(crate) fn last_target(&self) -> Option<(&Py<PyBytes>, &Py<PyString>)> {
         Some((self.raw_path.as_ref()?, self.path.as_ref()?))
+    }
+
+    /// The previous request's header tuples (a request with the same field at the same place
+    /// reuses its tuple).
+    pub(crate) fn last_headers(&self) -> &[Py<PyTuple>] {
+        &self.headers
     }
 
     /// The scope of the request `head` (with `state`: the lifespan state, copied).
@@ -110,7 +122,9 @@ impl ConnScope {
         put(d, intern!(py, "raw_path"), &mut self.raw_path, &head.raw_path)?;
         put(d, intern!(py, "query_string"), &mut self.query, &head.query)?;
         let scope = d.copy()?;
-        scope.set_item(intern!(py, "headers"), head.header_list(py)?)?;
+        // Filled in place: the vector keeps its allocation from one request to the next.
+        head.header_tuples(py, &mut self.headers)?;
+        scope.set_item(intern!(py, "headers"), PyList::new(py, &self.headers)?)?;
         if let Some(state) = state {
             scope.set_item(intern!(py, "state"), state.bind(py).copy()?)?;
         }
@@ -126,6 +140,10 @@ impl ConnScope {
         visit.call(&self.method)?;
         visit.call(&self.path)?;
         visit.call(&self.raw_path)?;
-        visit.call(&self.query)
+        visit.call(&self.query)?;
+        for t in &self.headers {
+            visit.call(t)?;
+        }
+        Ok(())
     }
 }

@@ -118,29 +118,24 @@ def test_scope_method_of_each_request(asgi):
 
 
 def test_scope_of_each_request_on_one_connection(asgi):
-    # Requests on one keep-alive connection, the same target again, others, another version,
-    # and an application that changes its scope: each scope is its own request's.
+    # Requests on one keep-alive connection: the same target and fields again, others, fields
+    # that change in value or in case, another version, and an application that changes its
+    # scope: each scope is its own request's.
+    host = ("Host", "example.test")
     sent = [
-        ("GET", "/scope", "HTTP/1.1", []),
-        ("GET", "/scope?mutate=1", "HTTP/1.1", [("X-A", "1")]),
-        ("GET", "/scope?mutate=1", "HTTP/1.1", []),
-        ("POST", "/scope/a%20b", "HTTP/1.1", []),
-        ("GET", "/scope/a%20b", "HTTP/1.1", []),
-        ("GET", "/scope", "HTTP/1.1", [("X-B", "2")]),
+        ("GET", "/scope", "HTTP/1.1", [host, ("Accept", "*/*")]),
+        ("GET", "/scope?mutate=1", "HTTP/1.1", [host, ("Accept", "*/*"), ("X-A", "1")]),
+        ("GET", "/scope?mutate=1", "HTTP/1.1", [host, ("ACCEPT", "*/*")]),
+        ("POST", "/scope/a%20b", "HTTP/1.1", [host, ("Accept", "text/plain")]),
+        ("GET", "/scope/a%20b", "HTTP/1.1", [("Host", "other.test"), ("Accept", "text/plain")]),
+        ("GET", "/scope", "HTTP/1.1", [("Accept", "*/*"), host, ("X-B", "2")]),
         # Last: uvicorn closes an HTTP/1.0 connection whatever it asks.
-        ("GET", "/scope", "HTTP/1.0", [("Connection", "keep-alive")]),
+        ("GET", "/scope", "HTTP/1.0", [host, ("Connection", "keep-alive")]),
     ]
     with asgi.raw() as c:
         for method, target, version, fields in sent:
-            c.send(
-                request(
-                    method,
-                    target,
-                    version=version,
-                    headers=fields,
-                    body=b"" if method == "POST" else None,
-                )
-            )
+            body = b"" if method == "POST" else None
+            c.send(request(method, target, version=version, headers=fields, body=body, host=None))
             r = c.read_response()
             assert r.status == 200, r
             s = r.json()
@@ -150,7 +145,7 @@ def test_scope_of_each_request_on_one_connection(asgi):
             assert (b(s["raw_path"]), b(s["query_string"])) == (path.encode(), query.encode())
             assert s["server"] == ["127.0.0.1", asgi.port]
             assert s["client"] == list(c.sock.getsockname())
-            expected = [("host", "example.test")] + [(n.lower(), v) for n, v in fields]
+            expected = [(n.lower(), v) for n, v in fields]
             expected += [("content-length", "0")] if method == "POST" else []
             assert header_list(s) == [(n.encode(), v.encode()) for n, v in expected]
 

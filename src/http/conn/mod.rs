@@ -155,8 +155,7 @@ impl HttpConn {
                             if server.limit_concurrency.is_some_and(|l| server.in_flight.load(Ordering::Relaxed) >= l) {
                                 Step::Fail(503, "limit-concurrency")
                             } else {
-                                let last = parts.scope.as_ref().and_then(ConnScope::last_target);
-                                Step::Start(HeadCopy::from_head(py, &head, &server.root_path_bytes, last))
+                                Step::Start(HeadCopy::from_head(py, &head, &server.root_path_bytes, parts.scope.as_ref()))
                             }
                         }
                         Ok(Event::NeedData) | Ok(Event::Paused) => Step::Stop,
