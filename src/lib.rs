@@ -34,7 +34,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<http::asgi::Receive>()?;
     m.add_class::<http::asgi::Send>()?;
     m.add_class::<http::cycle::Done>()?;
-    m.add_class::<http::cycle::Ready>()?;
     m.add_class::<http::host::Host>()?;
     m.add_class::<http::native::Request>()?;
     m.add_class::<http::native::Response>()?;

@@ -1,6 +1,6 @@
 //! The HTTP server's native half. `h1` is sans-I/O HTTP/1.1 (no PyO3); `conn` joins it to the
 //! stream transport and the application, one connection each; `request` turns a request head
-//! into Python objects; `ws` is sans-I/O WebSocket (no PyO3 either); `websocket` joins `ws` to the
+//! into Python objects, `scope` those into ASGI's `http` scope; `ws` is sans-I/O WebSocket (no PyO3 either); `websocket` joins `ws` to the
 //! connection and to ASGI's `websocket` scope; `asgi` is the ASGI request cycle
 //! (`receive`/`send`); `server` what the connections of one worker share; `watch` what the
 //! blocking watch reads about the request that blocked the loop.
@@ -14,6 +14,7 @@ pub mod h1;
 pub mod host;
 pub mod native;
 pub mod request;
+pub mod scope;
 pub mod server;
 pub mod watch;
 pub mod websocket;

@@ -95,7 +95,7 @@ impl Request {
             raw_path: head.raw_path.clone_ref(py),
             query: head.query.clone_ref(py),
             version: head.http_version(py),
-            fields: head.headers.iter().map(|(n, v)| (n.clone_ref(py), v.clone_ref(py))).collect(),
+            fields: head.headers.iter().map(|f| (f.name.clone_ref(py), f.value.clone_ref(py))).collect(),
             headers: GilCell::new(None),
             client: st.client.clone_ref(py),
             server: st.local.clone_ref(py),
@@ -245,7 +245,7 @@ impl Request {
 pub(crate) fn request(conn: &Bound<'_, HttpConn>, head: &HeadCopy, id: u64, with_io: bool) -> PyResult<(Py<Request>, Cycle, Option<Py<Send>>)> {
     let py = conn.py();
     let (receive, send) = if with_io {
-        (Some(Py::new(py, Receive { conn: conn.clone().unbind(), cycle: id, ws: false })?), Some(Py::new(py, Send { conn: conn.clone().unbind(), cycle: id, ws: false })?))
+        (Some(Py::new(py, Receive { conn: conn.clone().unbind(), cycle: id.into(), ws: false })?), Some(Py::new(py, Send { conn: conn.clone().unbind(), cycle: id.into(), ws: false })?))
     } else {
         (None, None)
     };
@@ -293,7 +293,7 @@ pub(crate) fn call(conn: &Bound<'_, HttpConn>, id: u64, request: &Bound<'_, Requ
         Ok((_, true)) => Ok(()),
         Ok((answer, false)) => {
             // A file or an iterator: the Python writer sends it, in a task.
-            let send = Py::new(py, Send { conn: conn.clone().unbind(), cycle: id, ws: false })?;
+            let send = Py::new(py, Send { conn: conn.clone().unbind(), cycle: id.into(), ws: false })?;
             let coro = server.runner.bind(py).call_method1(intern!(py, "stream"), (send, answer))?;
             HttpConn::spawn(conn, &coro, None)
         }

@@ -9,10 +9,20 @@
 
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
-use pyo3::{intern, IntoPyObjectExt};
+use pyo3::types::{PyBytes, PyString, PyTuple};
+use pyo3::IntoPyObjectExt;
 
 use super::h1::{Framing, Head, Method, Version};
+use super::scope::ConnScope;
+
+/// A header field: its lowercased name and its value.
+pub(crate) struct Field {
+    pub(crate) name: Py<PyBytes>,
+    pub(crate) value: Py<PyBytes>,
+    /// The `(name, value)` tuple of the connection's previous request, when that request had
+    /// this very field at the same place (`from_head`).
+    tuple: Option<Py<PyTuple>>,
+}
 
 /// A request's fields, out of `h1`'s buffer.
 pub(crate) struct HeadCopy {
@@ -21,8 +31,8 @@ pub(crate) struct HeadCopy {
     pub(crate) path: Py<PyString>,
     pub(crate) raw_path: Py<PyBytes>,
     pub(crate) query: Py<PyBytes>,
-    /// `(lowercased name, value)` in the order received.
-    pub(crate) headers: Vec<(Py<PyBytes>, Py<PyBytes>)>,
+    /// The header fields in the order received.
+    pub(crate) headers: Vec<Field>,
     /// Forwarding headers, kept for `--proxy-headers`.
     pub(crate) forwarded_for: Option<Vec<u8>>,
     pub(crate) forwarded_proto: Option<Vec<u8>>,
@@ -119,9 +129,15 @@ fn decode_path(py: Python<'_>, raw: &[u8]) -> Py<PyString> {
 impl HeadCopy {
     /// Copy what the application sees of `head` (under the connection's borrow: `str` and
     /// `bytes` only).
-    pub(crate) fn from_head(py: Python<'_>, head: &Head<'_>, root_path: &[u8]) -> HeadCopy {
+    /// `last`: the connection's previous ASGI request: its `raw_path` and `path` objects are
+    /// reused when this request has the same target, and its header tuples where this request
+    /// has the same field at the same place (see `scope`).
+    pub(crate) fn from_head(py: Python<'_>, head: &Head<'_>, root_path: &[u8], last: Option<&ConnScope>) -> HeadCopy {
         let path = head.path();
-        let (path_obj, raw_path) = if root_path.is_empty() {
+        let same = |raw: &[u8]| raw.len() == root_path.len() + path.len() && raw.starts_with(root_path) && &raw[root_path.len()..] == path;
+        let (path_obj, raw_path) = if let Some((raw, decoded)) = last.and_then(ConnScope::last_target).filter(|(raw, _)| same(raw.bind(py).as_bytes())) {
+            (decoded.clone_ref(py), raw.clone_ref(py))
+        } else if root_path.is_empty() {
             (decode_path(py, path), PyBytes::new(py, path).unbind())
         } else {
             // As uvicorn: `path` and `raw_path` include the root path.
@@ -133,9 +149,11 @@ impl HeadCopy {
         let mut forwarded_for = None;
         let mut forwarded_proto = None;
         let authority = head.authority();
-        let mut headers: Vec<(Py<PyBytes>, Py<PyBytes>)> = head
+        let last_fields = last.map_or(&[][..], ConnScope::last_headers);
+        let mut headers: Vec<Field> = head
             .headers()
-            .map(|(n, v)| {
+            .enumerate()
+            .map(|(i, (n, v))| {
                 // An absolute-form target's authority replaces Host (h1 has checked that a
                 // request has exactly one Host field).
                 let v = match authority {
@@ -149,12 +167,23 @@ impl HeadCopy {
                         forwarded_proto = Some(v.to_vec());
                     }
                 }
-                (header_name(py, n), PyBytes::new(py, v).unbind())
+                if let Some(t) = last_fields.get(i) {
+                    let t = t.bind(py);
+                    let item = |k| t.get_borrowed_item(k).ok().and_then(|b| b.cast::<PyBytes>().ok());
+                    if let (Some(name), Some(value)) = (item(0), item(1)) {
+                        // The name is lowercase already (we made it).
+                        if name.as_bytes().eq_ignore_ascii_case(n) && value.as_bytes() == v {
+                            let (name, value) = (name.to_owned().unbind(), value.to_owned().unbind());
+                            return Field { name, value, tuple: Some(t.clone().unbind()) };
+                        }
+                    }
+                }
+                Field { name: header_name(py, n), value: PyBytes::new(py, v).unbind(), tuple: None }
             })
             .collect();
         if let Some(a) = authority {
             if head.header(b"host").is_none() {
-                headers.push((header_name(py, b"host"), PyBytes::new(py, a).unbind()));
+                headers.push(Field { name: header_name(py, b"host"), value: PyBytes::new(py, a).unbind(), tuple: None });
             }
         }
         HeadCopy {
@@ -175,10 +204,16 @@ impl HeadCopy {
         }
     }
 
-    /// `scope["headers"]`: a list of `(name, value)` tuples.
-    pub(crate) fn header_list<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let items = self.headers.iter().map(|(n, v)| PyTuple::new(py, [n.bind(py).as_any(), v.bind(py).as_any()]));
-        PyList::new(py, items.collect::<PyResult<Vec<_>>>()?)
+    /// The `(name, value)` tuples of `scope["headers"]`, into `out` (emptied first).
+    pub(crate) fn header_tuples(&self, py: Python<'_>, out: &mut Vec<Py<PyTuple>>) -> PyResult<()> {
+        out.clear();
+        for f in &self.headers {
+            out.push(match &f.tuple {
+                Some(t) => t.clone_ref(py),
+                None => PyTuple::new(py, [f.name.bind(py).as_any(), f.value.bind(py).as_any()])?.unbind(),
+            });
+        }
+        Ok(())
     }
 
     pub(crate) fn http_version(&self, py: Python<'_>) -> Py<PyString> {
@@ -187,65 +222,6 @@ impl HeadCopy {
             Version::Http10 => cached_str!(py, "1.0"),
         }
     }
-}
-
-/// Where the request came from and how, after `--proxy-headers`.
-pub(crate) struct Origin<'a> {
-    pub(crate) client: &'a Py<PyAny>,
-    pub(crate) local: &'a Py<PyAny>,
-    pub(crate) scheme: &'a Py<PyString>,
-    /// The server's own scheme (in the template): a proxy's may replace it.
-    pub(crate) default_scheme: &'a Py<PyString>,
-}
-
-/// The keys every `http` scope has, in the order uvicorn builds them, with the values that
-/// are the same for every request of a server; `scope` copies it and fills in the rest.
-/// (Copying a dict clones its key table at once: a third of the cost of inserting each key.)
-pub(crate) fn scope_template<'py>(py: Python<'py>, scheme: &Bound<'py, PyString>, root_path: &Bound<'py, PyString>) -> PyResult<Bound<'py, PyDict>> {
-    // `asgi` and `extensions` are shared by every request: nothing in the spec lets an
-    // application change them.
-    let asgi = PyDict::new(py);
-    asgi.set_item(intern!(py, "version"), intern!(py, "3.0"))?;
-    asgi.set_item(intern!(py, "spec_version"), intern!(py, "2.4"))?;
-    let extensions = PyDict::new(py);
-    extensions.set_item(intern!(py, "http.response.pathsend"), PyDict::new(py))?;
-    let d = PyDict::new(py);
-    d.set_item(intern!(py, "type"), intern!(py, "http"))?;
-    d.set_item(intern!(py, "asgi"), asgi)?;
-    d.set_item(intern!(py, "http_version"), intern!(py, "1.1"))?;
-    d.set_item(intern!(py, "server"), py.None())?;
-    d.set_item(intern!(py, "client"), py.None())?;
-    d.set_item(intern!(py, "scheme"), scheme)?;
-    d.set_item(intern!(py, "method"), py.None())?;
-    d.set_item(intern!(py, "root_path"), root_path)?;
-    d.set_item(intern!(py, "path"), py.None())?;
-    d.set_item(intern!(py, "raw_path"), py.None())?;
-    d.set_item(intern!(py, "query_string"), py.None())?;
-    d.set_item(intern!(py, "headers"), py.None())?;
-    d.set_item(intern!(py, "extensions"), extensions)?;
-    Ok(d)
-}
-
-/// ASGI's `http` scope (spec 2.4) for `head`, from the server's `template`.
-pub(crate) fn scope<'py>(py: Python<'py>, template: &Bound<'py, PyDict>, head: &HeadCopy, origin: &Origin<'_>, state: Option<&Py<PyDict>>) -> PyResult<Bound<'py, PyDict>> {
-    let d = template.copy()?;
-    if head.version != Version::Http11 {
-        d.set_item(intern!(py, "http_version"), head.http_version(py))?;
-    }
-    d.set_item(intern!(py, "server"), origin.local)?;
-    d.set_item(intern!(py, "client"), origin.client)?;
-    if !origin.scheme.is(origin.default_scheme) {
-        d.set_item(intern!(py, "scheme"), origin.scheme)?;
-    }
-    d.set_item(intern!(py, "method"), &head.method)?;
-    d.set_item(intern!(py, "path"), &head.path)?;
-    d.set_item(intern!(py, "raw_path"), &head.raw_path)?;
-    d.set_item(intern!(py, "query_string"), &head.query)?;
-    d.set_item(intern!(py, "headers"), head.header_list(py)?)?;
-    if let Some(state) = state {
-        d.set_item(intern!(py, "state"), state.bind(py).copy()?)?;
-    }
-    Ok(d)
 }
 
 /// `(host, port)` of a socket address as asyncio reports it (IPv6's four-tuple cut to two,

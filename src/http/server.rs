@@ -87,7 +87,7 @@ pub struct ServerState {
     pub(crate) timeouts: Timeouts,
     pub(crate) root_path: Py<PyString>,
     pub(crate) root_path_bytes: Vec<u8>,
-    /// What every request's ASGI scope starts from (see `request::scope_template`).
+    /// What every request's ASGI scope starts from (see `scope::scope_template`).
     pub(crate) scope_template: Py<PyDict>,
     /// `"http"` or `"https"`.
     pub(crate) scheme: Py<PyString>,
@@ -246,7 +246,7 @@ impl ServerState {
         let limits = Limits { max_request_line, max_header_bytes, max_headers: max_headers.min(256), max_body, ..Limits::default() };
         let scheme = PyString::new(py, scheme);
         let root_path = PyString::new(py, root_path);
-        let scope_template = super::request::scope_template(py, &scheme, &root_path)?.unbind();
+        let scope_template = super::scope::scope_template(py, &scheme, &root_path)?.unbind();
         Ok(ServerState {
             app,
             interface,

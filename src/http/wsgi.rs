@@ -191,8 +191,8 @@ impl Send {
     pub(crate) fn wsgi_respond(&self, py: Python<'_>, status: u16, headers: &Bound<'_, PyAny>, body: &Bound<'_, PyBytes>) -> PyResult<()> {
         let conn = self.conn.bind(py);
         let written = latin1_headers(py, headers)
-            .and_then(|h| cycle::record_start(conn, self.cycle, status, Some(h.into_any().unbind())))
-            .and_then(|()| cycle::write_body(conn, self.cycle, body, false));
+            .and_then(|h| cycle::record_start(conn, self.cycle(), status, Some(h.into_any().unbind())))
+            .and_then(|()| cycle::write_body(conn, self.cycle(), body, false));
         match written {
             Ok(()) => Ok(()),
             Err(e) if e.is_instance_of::<cycle::ClientDisconnected>(py) => Ok(()),

@@ -20,6 +20,8 @@ import zlib
 from urllib.parse import parse_qs
 
 RESULTS: dict[str, object] = {}
+# `receive`/`send` of earlier requests, by key (`/keep-callables`).
+KEPT: dict[str, tuple] = {}
 CHUNK = b"x" * (256 * 1024)
 
 
@@ -133,6 +135,12 @@ async def app(scope, receive, send):  # noqa: C901 - one route per behaviour, on
         view["extensions"] = sorted((scope.get("extensions") or {}).keys())
         view["body"] = body
         await _json(send, _jsonable(view))
+        if _q(scope, "mutate") == "1":
+            # What an application does to its scope must not reach the next request's.
+            for key in ("method", "path", "raw_path", "query_string", "client", "server"):
+                scope[key] = None
+            scope["headers"].append((b"x-added", b"1"))
+            scope["http_version"] = "9"
         return
 
     if path == "/state-mutate":
@@ -194,6 +202,24 @@ async def app(scope, receive, send):  # noqa: C901 - one route per behaviour, on
     if path == "/noread":
         # Answers without reading the request body (Expect: 100-continue must get no 100).
         await _answer(send, 200, b"did not read")
+        return
+
+    if path == "/keep-callables":
+        # Keeps its `receive` and `send` for a later request on the connection (`/use-kept`).
+        KEPT[_q(scope, "key")] = (receive, send)
+        await _answer(send, 200, b"kept")
+        return
+
+    if path == "/use-kept":
+        # Calls an earlier request's `receive` and `send`: they must not reach this request.
+        old_receive, old_send = KEPT.pop(_q(scope, "key"))
+        record = {"receive": (await old_receive())["type"]}
+        try:
+            await old_send({"type": "http.response.body", "body": b"stale"})
+            record["send"] = None
+        except Exception as exc:  # noqa: BLE001 - recorded for the test
+            record["send"] = type(exc).__name__
+        await _json(send, record)
         return
 
     if path == "/receive-after-response":

@@ -117,6 +117,52 @@ def test_scope_method_of_each_request(asgi):
         assert b(s["body"]) == b"x"
 
 
+def test_scope_of_each_request_on_one_connection(asgi):
+    # Requests on one keep-alive connection: the same target and fields again, others, fields
+    # that change in value or in case, another version, and an application that changes its
+    # scope: each scope is its own request's.
+    host = ("Host", "example.test")
+    sent = [
+        ("GET", "/scope", "HTTP/1.1", [host, ("Accept", "*/*")]),
+        ("GET", "/scope?mutate=1", "HTTP/1.1", [host, ("Accept", "*/*"), ("X-A", "1")]),
+        ("GET", "/scope?mutate=1", "HTTP/1.1", [host, ("ACCEPT", "*/*")]),
+        ("POST", "/scope/a%20b", "HTTP/1.1", [host, ("Accept", "text/plain")]),
+        ("GET", "/scope/a%20b", "HTTP/1.1", [("Host", "other.test"), ("Accept", "text/plain")]),
+        ("GET", "/scope", "HTTP/1.1", [("Accept", "*/*"), host, ("X-B", "2")]),
+        # Last: uvicorn closes an HTTP/1.0 connection whatever it asks.
+        ("GET", "/scope", "HTTP/1.0", [host, ("Connection", "keep-alive")]),
+    ]
+    with asgi.raw() as c:
+        for method, target, version, fields in sent:
+            body = b"" if method == "POST" else None
+            c.send(request(method, target, version=version, headers=fields, body=body, host=None))
+            r = c.read_response()
+            assert r.status == 200, r
+            s = r.json()
+            path, _, query = target.partition("?")
+            assert (s["method"], s["http_version"]) == (method, version[5:])
+            assert s["path"] == path.replace("%20", " ")
+            assert (b(s["raw_path"]), b(s["query_string"])) == (path.encode(), query.encode())
+            assert s["server"] == ["127.0.0.1", asgi.port]
+            assert s["client"] == list(c.sock.getsockname())
+            expected = [(n.lower(), v) for n, v in fields]
+            expected += [("content-length", "0")] if method == "POST" else []
+            assert header_list(s) == [(n.encode(), v.encode()) for n, v in expected]
+
+
+def test_an_earlier_requests_receive_and_send_do_not_reach_the_next(asgi):
+    key = new_key()
+    with asgi.raw() as c:
+        c.send(request("GET", f"/keep-callables?key={key}"))
+        assert c.read_response().body == b"kept"
+        for _ in range(2):  # and a request after one whose pair nobody kept
+            c.send(request("GET", "/path"))
+            assert c.read_response().status == 200
+        c.send(request("GET", f"/use-kept?key={key}"))
+        r = c.read_response()
+        assert r.json() == {"receive": "http.disconnect", "send": "RuntimeError"}
+
+
 def test_scope_state_comes_from_lifespan(asgi):
     s = scope_of(asgi, request("GET", "/scope"))
     assert s["state_started_by"] == "lifespan"

@@ -1,5 +1,6 @@
-"""ASGI's Python half: the `http.response.pathsend` extension. The request cycle itself — the
-scope, the task that runs the application and how it ended, `receive`, `send` — is native
+"""ASGI's Python half: the `http.response.pathsend` extension, and the coroutine `receive()`
+returns when its message is at hand (`ready`). The request cycle itself — the scope, the task
+that runs the application and how it ended, `receive`, `send` — is native
 (`src/http/asgi.rs`); the connection finds `pathsend` on the runner it was given (this module).
 """
 
@@ -7,6 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import os
+
+
+async def ready(message):
+    """`receive()`'s answer when it needs no waiting: awaiting it returns `message` (a
+    coroutine returns its value without the `StopIteration` a native awaitable raises)."""
+    return message
 
 
 async def pathsend(send, path):

@@ -37,6 +37,7 @@ use super::host::Host;
 use super::native;
 use super::cycle::{self, Cycle};
 use super::request::{self, HeadCopy};
+use super::scope::ConnScope;
 use super::h1::{After, Conn, Event, Phase, Stamp, CONTINUE};
 use super::server::{Interface, ServerState};
 use super::watch::{self, Records};
@@ -61,6 +62,10 @@ pub(crate) struct ConnState {
     /// The peer is a trusted proxy (`--proxy-headers`): its forwarding headers are believed.
     pub(crate) peer_trusted: bool,
     pub(crate) cycle: Option<Cycle>,
+    /// What this connection's ASGI scopes are copied from (`scope`), made at its first request.
+    pub(crate) scope: Option<ConnScope>,
+    /// The latest ASGI request's `receive` and `send`, for the next request (`asgi::callables`).
+    pub(crate) spare: Option<asgi::Callables>,
     next_cycle: u64,
     /// Inside `process`: a response that ends here lets the loop go on to the next request.
     in_process: bool,
@@ -144,12 +149,13 @@ impl HttpConn {
                     Self::wake_receiver(&mut st);
                     Step::Stop
                 } else {
-                    let step = match st.h1.poll() {
+                    let parts = &mut *st;
+                    let step = match parts.h1.poll() {
                         Ok(Event::Head(head)) => {
                             if server.limit_concurrency.is_some_and(|l| server.in_flight.load(Ordering::Relaxed) >= l) {
                                 Step::Fail(503, "limit-concurrency")
                             } else {
-                                Step::Start(HeadCopy::from_head(py, &head, &server.root_path_bytes))
+                                Step::Start(HeadCopy::from_head(py, &head, &server.root_path_bytes, parts.scope.as_ref()))
                             }
                         }
                         Ok(Event::NeedData) | Ok(Event::Paused) => Step::Stop,
@@ -235,14 +241,15 @@ impl HttpConn {
                 let (scope, cycle) = asgi::request(slf, &head, id)?;
                 watch::note_start(this, py, id, &scope)?;
                 this.st.borrow_mut(py)?.cycle = Some(cycle);
-                let receive = Py::new(py, asgi::Receive { conn: slf.clone().unbind(), cycle: id, ws: false })?;
-                let send = Py::new(py, asgi::Send { conn: slf.clone().unbind(), cycle: id, ws: false })?;
-                match server.app.bind(py).call1((scope, receive, send.bind(py))) {
+                let c = asgi::callables(slf, id)?;
+                match server.app.bind(py).call1((scope, c.receive.bind(py), c.send_fn.bind(py))) {
                     // The app's own coroutine is the task's (no wrapper frame): how it ended is
                     // read off the task (`asgi::watch`).
-                    Ok(coro) => Self::spawn(slf, &coro, Some(send.bind(py)))?,
-                    Err(e) => send.get().failed(py, &e.into_value(py).into_bound(py))?,
+                    Ok(coro) => Self::spawn(slf, &coro, Some(c.send.bind(py)))?,
+                    Err(e) => c.send.get().failed(py, &e.into_value(py).into_bound(py))?,
                 }
+                let old = this.st.borrow_mut(py)?.spare.replace(c);
+                drop(old);
             }
             Interface::Native | Interface::NativeAsync if head.websocket && server.ws_handler.is_some() => {
                 return websocket::native::start(slf, &head, id);
@@ -525,6 +532,8 @@ impl HttpConn {
                 local: py.None(),
                 peer_trusted: false,
                 cycle: None,
+                scope: None,
+                spare: None,
                 next_cycle: 0,
                 in_process: false,
                 flush_queued: false,
@@ -634,7 +643,12 @@ impl HttpConn {
             this.server.get().in_flight.fetch_sub(1, Ordering::Relaxed);
             cycle::cycle_over(py, c)?;
         }
-        let host = this.st.borrow_mut(py)?.host.take();
+        // The spare pair refers to the connection: dropped with it, not left to the collector.
+        let (host, spare) = {
+            let mut st = this.st.borrow_mut(py)?;
+            (st.host.take(), st.spare.take())
+        };
+        drop(spare);
         if let Some(h) = host {
             h.get().connection_closed(py)?;
         }
@@ -695,13 +709,19 @@ impl HttpConn {
         if let Some(c) = &st.cycle {
             c.traverse(&visit)?;
         }
+        if let Some(s) = &st.scope {
+            s.traverse(&visit)?;
+        }
+        if let Some(c) = &st.spare {
+            c.traverse(&visit)?;
+        }
         st.watch.traverse(&visit)?;
         Ok(())
     }
 
     fn __clear__(&self) {
         let taken = self.st.try_borrow_mut_unattached().map(|mut st| {
-            (st.io.take(), st.transport.take(), std::mem::take(&mut st.drain_waiters), st.cycle.take(), st.ws.take(), std::mem::take(&mut st.watch))
+            (st.io.take(), st.transport.take(), std::mem::take(&mut st.drain_waiters), st.cycle.take(), st.ws.take(), std::mem::take(&mut st.watch), st.scope.take(), st.spare.take())
         });
         drop(taken);
     }

@@ -38,8 +38,8 @@ pub(crate) fn start(conn: &Bound<'_, HttpConn>, head: &HeadCopy, id: u64) -> PyR
     let scope = websocket_scope(&scope, &upgrade)?;
     crate::http::watch::note_start(this, py, id, &scope)?;
     handshake::begin(conn, id, upgrade)?;
-    let receive = Py::new(py, Receive { conn: conn.clone().unbind(), cycle: id, ws: true })?;
-    let send = Py::new(py, Send { conn: conn.clone().unbind(), cycle: id, ws: true })?;
+    let receive = Py::new(py, Receive { conn: conn.clone().unbind(), cycle: id.into(), ws: true })?;
+    let send = Py::new(py, Send { conn: conn.clone().unbind(), cycle: id.into(), ws: true })?;
     match server.app.bind(py).call1((scope, receive, send.bind(py))) {
         Ok(coro) => HttpConn::spawn(conn, &coro, Some(send.bind(py)))?,
         Err(e) => send.get().failed(py, &e.into_value(py).into_bound(py))?,

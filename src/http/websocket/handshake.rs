@@ -21,7 +21,7 @@ pub(crate) fn check(conn: &Bound<'_, HttpConn>, head: &HeadCopy, id: u64) -> PyR
     let checked = {
         let method = head.method.bind(py).to_str()?.as_bytes().to_vec();
         let version: &[u8] = if head.http_version(py).bind(py).to_str()? == "1.1" { b"HTTP/1.1" } else { b"HTTP/1.0" };
-        let fields: Vec<(&[u8], &[u8])> = head.headers.iter().map(|(n, v)| (n.bind(py).as_bytes(), v.bind(py).as_bytes())).collect();
+        let fields: Vec<(&[u8], &[u8])> = head.headers.iter().map(|f| (f.name.bind(py).as_bytes(), f.value.bind(py).as_bytes())).collect();
         ws::check(&method, version, fields)
     };
     match checked {
