@@ -22,10 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
-import json
-import os
 import socket
-import subprocess
 import sys
 import threading
 import time
@@ -35,7 +32,14 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from harness import machine_info  # noqa: E402
+from harness import (  # noqa: E402
+    claim_stdout,
+    describe_failure,
+    emit,
+    emit_error,
+    machine_info,
+    run_worker,
+)
 from loops import LOOPS, make_loop  # noqa: E402
 from reporting import (  # noqa: E402
     RESULTS_DIR,
@@ -110,30 +114,36 @@ async def serve_uploads(clients: int, size: int, block: float, total: int) -> di
 
 
 def worker(name: str, args: argparse.Namespace) -> None:
-    """Run the scenario on loop ``name`` in this process and print one JSON line."""
-    loop, info = make_loop(name)
+    """Run the scenario on loop ``name`` in this process; report on the harness's protocol
+    (one "result" line, or an "error" line)."""
+    stream = claim_stdout()
     try:
-        out = loop.run_until_complete(
-            serve_uploads(args.clients, args.size, args.block, args.total)
-        )
-    finally:
-        loop.close()
+        loop, info = make_loop(name)
+        try:
+            out = loop.run_until_complete(
+                serve_uploads(args.clients, args.size, args.block, args.total)
+            )
+        finally:
+            loop.close()
+    except Exception as exc:  # reported as data: the runner goes on with the next loop
+        emit_error(stream, "run", exc)
+        return
     lat = sorted(out["latencies_s"])
     served = out["served"]
-    print(
-        json.dumps(
-            {
-                "loop": name,
-                **info,
-                "uploads": len(lat),
-                "per_s": round(len(lat) / out["wall_s"], 2),
-                **{f"p{int(p * 100)}_s": round(percentile(lat, p), 3) for p in (0.5, 0.95, 0.99)},
-                "max_s": round(lat[-1], 3),
-                "p99_over_p50": round(percentile(lat, 0.99) / percentile(lat, 0.5), 2),
-                "served_min": served[0] if served else 0,
-                "served_max": served[-1] if served else 0,
-            }
-        )
+    emit(
+        stream,
+        {
+            "type": "result",
+            "loop": name,
+            **info,
+            "uploads": len(lat),
+            "per_s": round(len(lat) / out["wall_s"], 2),
+            **{f"p{int(p * 100)}_s": round(percentile(lat, p), 3) for p in (0.5, 0.95, 0.99)},
+            "max_s": round(lat[-1], 3),
+            "p99_over_p50": round(percentile(lat, 0.99) / percentile(lat, 0.5), 2),
+            "served_min": served[0] if served else 0,
+            "served_max": served[-1] if served else 0,
+        },
     )
 
 
@@ -194,13 +204,13 @@ def main(argv: list[str] | None = None) -> int:
         cmd = [sys.executable, __file__, "--worker", name]
         cmd += ["--clients", str(args.clients), "--size", str(args.size)]
         cmd += ["--block", str(args.block), "--total", str(args.total)]
-        env = {**os.environ, **LOOPS[name].env}
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
-        lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-        if proc.returncode or not lines:
-            rows.append({"loop": name, "error": (proc.stderr.strip().splitlines() or ["?"])[-1]})
+        run = run_worker(cmd, LOOPS[name].env, timeout=900)
+        results = [line for line in run.lines if line["type"] == "result"]
+        errors = [line["error"] for line in run.lines if line["type"] == "error"]
+        if results:
+            rows.append(results[-1])
         else:
-            rows.append(json.loads(lines[-1]))
+            rows.append({"loop": name, "error": errors[-1] if errors else describe_failure(run)})
         print(f"{name}: done", file=sys.stderr)
     settings = {k: getattr(args, k) for k in ("clients", "size", "block", "total")}
     settings["seconds"] = round(time.monotonic() - t0)
