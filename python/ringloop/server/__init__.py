@@ -5,7 +5,8 @@ The protocol and the request cycle are native (`src/http/`); this package holds 
 configuration (`config`), one worker's lifecycle (`server`), lifespan, the ASGI and WSGI glue,
 the native handler API, the command line (`cli`), the supervisor of `--workers`
 (`supervisor`, `control`), the reloader of `--reload` (`reloader`), the gunicorn worker class
-(`gunicorn`) and logs.
+(`gunicorn`) and logs; `listen` binds the sockets and `entry` decides
+whether to run one worker or supervise several.
 
 `GunicornWorker` is exported lazily: `gunicorn -k ringloop.server.GunicornWorker` finds it
 here, and nothing imports gunicorn until it is asked for.
@@ -14,7 +15,8 @@ here, and nothing imports gunicorn until it is asked for.
 from typing import Any
 
 from .config import Config, ConfigError
-from .server import Server, run, serve
+from .entry import serve
+from .server import Server, run
 
 __all__ = ["Config", "ConfigError", "GunicornWorker", "Server", "run", "serve"]
 

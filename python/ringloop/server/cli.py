@@ -602,13 +602,9 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
     try:
-        if config.workers > 1 or config.reload:
-            from .supervisor import run_supervised
+        from .entry import run_config
 
-            return run_supervised(config)
-        from .server import run
-
-        return run(config)
+        return run_config(config)
     except ConfigError as exc:  # what only the supervisor or reloader can tell
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -3,7 +3,8 @@ of `--workers`, or the reloader of `--reload`).
 
 The channel is one end of a `socketpair`, and the protocol is single bytes:
 
-* `READY` (worker → parent), once the worker's listeners accept (`Server.on_started`): a
+* `READY` (worker → parent), once the worker's listeners accept (`Server.on_started`, which hands
+  over the server's stop callback, not the server): a
   rolling restart stops the worker being replaced only after its replacement said this;
 * `PING` (parent → worker) and `PONG` (worker → parent): the health check. The answer comes
   from the worker's event loop, so a loop that is blocked — not just a process that is
@@ -20,22 +21,19 @@ import asyncio
 import contextlib
 import socket
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from .logs import logger
-
-if TYPE_CHECKING:
-    from .server import Server
 
 READY = b"R"
 PING = b"p"
 PONG = b"P"
 
 
-def worker_hook(channel: socket.socket) -> Callable[[Server], None]:
-    """The `on_started` hook of a worker whose parent listens on the other end of `channel`."""
+def worker_hook(channel: socket.socket) -> Callable[[Callable[[], None]], None]:
+    """The `on_started` hook of a worker whose parent listens on the other end of `channel`:
+    called with the worker's graceful `stop`, the one thing of the server it needs."""
 
-    def on_started(server: Server) -> None:
+    def on_started(stop: Callable[[], None]) -> None:
         loop = asyncio.get_running_loop()
         channel.setblocking(False)
         fd = channel.fileno()
@@ -50,7 +48,7 @@ def worker_hook(channel: socket.socket) -> Callable[[Server], None]:
             if not data:
                 loop.remove_reader(fd)
                 logger.warning("The parent process has gone; shutting down.")
-                server.stop()
+                stop()
                 return
             pings = data.count(PING)
             if pings:

@@ -31,7 +31,7 @@ from pathlib import Path
 from . import logs
 from .config import Config, ConfigError
 from .logs import logger
-from .server import bind_socket
+from .listen import bind_socket
 
 DEFAULT_INCLUDES = ("*.py",)
 DEFAULT_EXCLUDES = (".*", ".py[cod]", ".sw.*", "~*")

@@ -23,9 +23,10 @@ from typing import Any
 
 from .. import _core
 from . import asgi, logs
-from .config import Config, ConfigError, load_env_file
+from .config import Config, ConfigError
 from .importer import AppLoadError, detect_interface, load
 from .lifespan import Lifespan, LifespanFailed
+from .listen import bind_socket
 from .logs import logger
 
 # Timeouts are checked this often (a connection is cut at most this late), and at most
@@ -35,45 +36,6 @@ SWEEP_BATCH = 64
 # A sweep that runs this much later than it was due follows a blocked loop: it steps aside
 # for one iteration (see `_sweep`).
 SWEEP_LATE = 0.05
-
-
-def bind_socket(config: Config, *, reuse_port: bool = False) -> socket.socket:
-    """The listening socket `config` asks for: `--fd`, `--uds` or `--host`/`--port`."""
-    if config.fd is not None:
-        sock = socket.socket(fileno=config.fd)
-        sock.setblocking(False)
-        return sock
-    if config.uds:
-        path = config.uds
-        with contextlib.suppress(FileNotFoundError):
-            if os.path.exists(path) and not _is_socket(path):
-                raise ConfigError(f"--uds: {path} exists and is not a socket")
-            os.unlink(path)
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.bind(path)
-        os.chmod(path, 0o666)
-    else:
-        family = socket.AF_INET6 if ":" in config.host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        if reuse_port:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-        try:
-            sock.bind((config.host, config.port))
-        except OSError as exc:
-            sock.close()
-            raise ConfigError(
-                f"cannot listen on {config.host}:{config.port}: {exc.strerror}"
-            ) from exc
-    sock.listen(config.backlog)
-    sock.setblocking(False)
-    return sock
-
-
-def _is_socket(path: str) -> bool:
-    import stat
-
-    return stat.S_ISSOCK(os.stat(path).st_mode)
 
 
 # The name of the tasks application coroutines run in (src/http/host.rs, src/http/conn.rs).
@@ -88,12 +50,13 @@ class Server:
         config: Config,
         *,
         worker: int = 0,
-        on_started: Callable[[Server], None] | None = None,
+        on_started: Callable[[Callable[[], None]], None] | None = None,
     ) -> None:
         self.config = config
         self.worker = worker
-        # Called on the loop once the listeners accept: how a supervisor learns this worker
-        # is ready (before a rolling restart stops the worker it replaces).
+        # Called on the loop once the listeners accept, with `stop` (the graceful stop): how
+        # a supervisor learns this worker is ready (before a rolling restart stops the worker
+        # it replaces), and how its channel stops it. It is given the stop, not the server.
         self.on_started = on_started
         self.app: Any = None
         self.interface = config.interface
@@ -276,7 +239,7 @@ class Server:
         self.started = True
         self._log_started(sockets)
         if self.on_started is not None:
-            self.on_started(self)
+            self.on_started(self.stop)
         try:
             await self._stop
         finally:
@@ -426,10 +389,10 @@ def run(
     sockets: list[socket.socket] | None = None,
     *,
     worker: int = 0,
-    on_started: Callable[[Server], None] | None = None,
+    on_started: Callable[[Callable[[], None]], None] | None = None,
 ) -> int:
     """Run one worker in this process until it stops; the exit status (1: failed to start,
-    3: lifespan startup failed). `on_started(server)` runs on the loop once it accepts."""
+    3: lifespan startup failed). `on_started(stop)` runs on the loop once it accepts."""
     import ringloop
 
     from .importer import AppLoadError
@@ -459,20 +422,6 @@ def run(
         loop.close()
         asyncio.set_event_loop(None)
     return 0
-
-
-def serve(app: Any, **settings: Any) -> int:
-    """`ringloop.serve(app, host=..., port=...)`: run `app` (an object or `"module:attr"`) with
-    the given settings (`Config`'s names) in this process until SIGINT/SIGTERM."""
-    config = Config(app=app, **settings)
-    if config.env_file:
-        # Before the application is imported, as `ringloop serve --env-file` does.
-        load_env_file(config.env_file)
-    if config.workers > 1 or config.reload:
-        from .supervisor import run_supervised
-
-        return run_supervised(config)
-    return run(config)
 
 
 if __name__ == "__main__":  # pragma: no cover - `python -m ringloop.server.server` is not an entry

@@ -46,7 +46,7 @@ Workers run in process groups of their own, so a Ctrl+C at a terminal reaches on
 supervisor, which then stops them once (a signal reaching both would count as the workers'
 second, impatient one).
 
-`--reload` is not a supervisor of forks: `run_supervised` hands it to `reloader`.
+`--reload` is not a supervisor of forks: `entry` hands it to `reloader`.
 """
 
 from __future__ import annotations
@@ -66,7 +66,8 @@ from typing import NoReturn
 from . import control, logs
 from .config import Config, ConfigError
 from .logs import logger
-from .server import bind_socket, run
+from .listen import bind_socket
+from .server import run
 
 # Restart back-off after a crash (seconds): a worker that served at least STABLE_AFTER
 # before it died is restarted at once; crashes in a row wait BACKOFF_FIRST, then twice as
@@ -82,16 +83,6 @@ PING_EVERY = 1.0
 # waits for its requests.
 STOP_GRACE = 5.0
 MIB = 1024 * 1024
-
-
-def run_supervised(config: Config) -> int:
-    """Serve `config` with a supervisor (`--workers` > 1) or a reloader (`--reload`); the exit
-    status."""
-    if config.reload:
-        from .reloader import Reloader
-
-        return Reloader(config).run()
-    return Supervisor(config).run()
 
 
 @dataclass(eq=False)
