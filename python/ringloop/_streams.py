@@ -29,7 +29,7 @@ import errno
 import functools
 import os
 import socket
-from asyncio import constants, selector_events, sslproto, trsock
+from asyncio import constants, selector_events, sslproto, tasks, trsock
 from asyncio.log import logger
 from typing import NamedTuple
 
@@ -256,16 +256,19 @@ class StreamTransportsMixin:
             self._accepting[fd] = token
 
     _accept_connection = _Sel._accept_connection
-    _accept_connection2 = _Sel._accept_connection2
 
     def _stop_serving(self, sock):
         # Python 3.13+ (create_unix_server's cleanup_socket): the path goes with the server
         # if it still names this socket, asyncio's own rule.
         ino = self._unix_server_sockets.pop(sock, None)
         path = sock.getsockname() if ino is not None else None
-        token = self._accepting.pop(sock.fileno(), None)
+        fd = sock.fileno()
+        token = self._accepting.pop(fd, None)
         if token is None:
-            self._remove_reader(sock.fileno())
+            self._remove_reader(fd)
+        elif fd in self._handover_listeners:
+            self._handover_listeners.discard(fd)
+            self._stop_handing_over(sock, token)
         else:
             self._accept_stop(token)
         sock.close()
@@ -278,15 +281,79 @@ class StreamTransportsMixin:
             except OSError as err:
                 logger.error("Unable to clean up listening UNIX socket %r: %r", sock, err)
 
+    # -- handing a listener over ---------------------------------------------------------------
+    #
+    # A worker being replaced stops accepting while its successor already accepts on the same
+    # listening socket (a supervisor's slot, a reloader's listener). On io_uring, the cancel of
+    # its multishot accept reaches the kernel a moment after serving stopped, and the
+    # connections the kernel handed the accept meanwhile are off the listener's queue: closing
+    # them resets clients the successor would have served. A listener marked here has them
+    # served instead, by this server's protocol (its connections close after one request when
+    # the server is shutting down), and `_handover_done()` waits until the last has arrived.
+
+    def _hand_over_listener(self, sock) -> None:
+        """Mark `sock` (before serving it): when serving stops, connections its accept
+        already took are served rather than reset (see above)."""
+        self._handover_listeners.add(sock.fileno())
+
+    def _stop_handing_over(self, sock, token) -> None:
+        ended = self.create_future()
+
+        def then(_none=None) -> None:
+            self._draining_socks.discard(sock)
+            if not ended.done():
+                ended.set_result(None)
+
+        # Recognised in _on_accepted by the socket object: closed by then, its fileno() is -1.
+        self._draining_socks.add(sock)
+        if self._accept_stop_then(token, then):
+            self._accepts_ending.add(ended)
+            ended.add_done_callback(self._accepts_ending.discard)
+        else:
+            then()
+
+    async def _handover_done(self) -> None:
+        """Wait until the accepts of listeners handed over have delivered their last
+        connection and every connection accepted meanwhile is set up (its protocol's
+        connection_made ran): the server's count of connections is then complete."""
+        while self._accepts_ending or self._accepts_pending:
+            if self._accepts_ending:
+                await tasks.wait(set(self._accepts_ending))
+                continue
+            self._accepts_settled = self.create_future()
+            await self._accepts_settled
+
+    def _accept_connection2(self, protocol_factory, conn, extra, *args):
+        # Called where a connection was accepted, synchronously (asyncio's readiness loop, and
+        # _on_accepted): while a listener is handed over, the connection is counted from here
+        # until it is set up, so _handover_done cannot miss one whose task has not run yet.
+        coro = _Sel._accept_connection2(self, protocol_factory, conn, extra, *args)
+        if not (self._handover_listeners or self._draining_socks):
+            return coro
+        self._accepts_pending += 1
+        return self._counted_accept(coro)
+
+    async def _counted_accept(self, coro):
+        try:
+            return await coro
+        finally:
+            self._accepts_pending -= 1
+            settled = self._accepts_settled
+            if not self._accepts_pending and settled is not None and not settled.done():
+                settled.set_result(None)
+
     def _on_accepted(self, serving, res):
         """One completion of the multishot accept: a new connection's fd, or -errno. What
         follows is asyncio's `_accept_connection` for one connection."""
         sock = serving.sock
+        handed_over = False
         if res >= 0 and self._accepting.get(sock.fileno()) is None:
-            # Accepted by a multishot accept still in flight when serving stopped: nobody will
-            # serve it, so close it now (the client sees a reset, not a hang).
-            os.close(res)
-            return
+            if sock not in self._draining_socks:
+                # Accepted by a multishot accept still in flight when serving stopped: nobody
+                # will serve it, so close it now (the client sees a reset, not a hang).
+                os.close(res)
+                return
+            handed_over = True  # served after all (see "handing a listener over")
         if res < 0:
             code = -res
             if code in _SKIP_ERRNOS:
@@ -319,7 +386,8 @@ class StreamTransportsMixin:
             conn,
             {"peername": addr},
             serving.sslcontext,
-            serving.server,
+            # A closed asyncio.Server takes no more connections to count.
+            None if handed_over else serving.server,
             serving.ssl_handshake_timeout,
             serving.ssl_shutdown_timeout,
         )

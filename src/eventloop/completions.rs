@@ -190,4 +190,15 @@ impl LoopCore {
         }
         Self::op_stop(slf, token)
     }
+
+    /// Stop a multishot accept like `_accept_stop`, but let the connections it accepted before
+    /// the cancel reached the kernel still reach `callback`, and queue `then(None)` behind the
+    /// last of them: how a server that hands its listener over knows no accepted connection
+    /// is still on its way. `False`: no such accept running (nothing will be queued).
+    fn _accept_stop_then(slf: &Bound<'_, Self>, token: u64, then: Py<PyAny>) -> PyResult<bool> {
+        if slf.get().closed.load(std::sync::atomic::Ordering::Relaxed) {
+            return Ok(false);
+        }
+        Self::read_stop_then(slf, token, then)
+    }
 }

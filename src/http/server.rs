@@ -119,6 +119,10 @@ pub struct ServerState {
     pub(crate) requests: AtomicU64,
     pub(crate) in_flight: AtomicU64,
     pub(crate) shutting_down: AtomicBool,
+    /// While shutting down, an idle keep-alive connection is closed once it has been idle this
+    /// long (ns): one whose client is looping requests gets the next one answered with
+    /// `connection: close` instead of a close that races with that request (`shutdown`).
+    pub(crate) drain_idle: AtomicU64,
     /// Connections keep their latest request for the watch (`watch.rs`).
     pub(crate) track_requests: AtomicBool,
     next_id: AtomicU64,
@@ -280,6 +284,7 @@ impl ServerState {
             requests: AtomicU64::new(0),
             in_flight: AtomicU64::new(0),
             shutting_down: AtomicBool::new(false),
+            drain_idle: AtomicU64::new(0),
             track_requests: AtomicBool::new(false),
             next_id: AtomicU64::new(0),
             conns: GilCell::new(HashMap::new()),
@@ -331,9 +336,17 @@ impl ServerState {
         Ok(false)
     }
 
-    /// Graceful shutdown, step one: stop reading new requests; idle connections close now,
-    /// the others after their response. Returns the connections still busy.
-    fn shutdown(&self, py: Python<'_>) -> PyResult<usize> {
+    /// Graceful shutdown, step one: every connection closes after its next response (which
+    /// says `connection: close`); one idle for `idle_grace` seconds closes now, a more recent
+    /// one when the sweep finds it idle that long (a client looping keep-alive requests sends
+    /// its next one well within it, and a close would race with it). Returns the connections
+    /// still open.
+    #[pyo3(signature = (idle_grace = 0.0))]
+    fn shutdown(&self, py: Python<'_>, idle_grace: f64) -> PyResult<usize> {
+        if idle_grace.is_nan() || idle_grace < 0.0 {
+            return Err(PyValueError::new_err(format!("idle_grace must be >= 0 seconds, got {idle_grace}")));
+        }
+        self.drain_idle.store((idle_grace * 1e9) as u64, Ordering::Relaxed);
         self.shutting_down.store(true, Ordering::Relaxed);
         for c in self.snapshot(py)? {
             HttpConn::begin_shutdown(c.bind(py))?;

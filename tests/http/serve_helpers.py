@@ -284,8 +284,10 @@ def start_wrk(
     duration: int,
     stop_after: int,
     close: bool,
+    timeout: int | None = None,
 ) -> subprocess.Popen:
-    """wrk in the background (one thread), its report collected by `wrk_report`."""
+    """wrk in the background (one thread), its report collected by `wrk_report`. `timeout`
+    (seconds; wrk's default is 2): a response slower than this counts as a timeout error."""
     script = tmp_path / "stop_early.lua"
     script.write_text(WRK_SCRIPT)
     cmd = [
@@ -293,6 +295,7 @@ def start_wrk(
         "-t1",
         f"-c{connections}",
         f"-d{duration}s",
+        *((f"--timeout={timeout}s",) if timeout is not None else ()),
         "-s",
         str(script),
         url,

@@ -12,12 +12,11 @@ server never started:
   "succeeds" (non-blocking), and the ECONNREFUSED comes out of the first read or write. So
   "no connection refused" across SIGHUP is checked by a prober of our own that connects in
   a loop, and after SIGTERM wrk's read and write errors are mostly refused reconnects;
-* across SIGHUP, read/write errors are requests wrk wrote on a connection that a stopping
-  worker closed without reading them: one idle between two requests, or just accepted (the
-  core closes both at once when a worker stops, see `Server._shutdown`), or, on io_uring,
-  accepted by the stopping worker's ring after it closed its listener (see
-  `test_limit_max_requests_recycles_workers`). A stopping worker does this at most once per
-  connection it holds, and wrk holds CONNECTIONS, so at most that many per worker stopped.
+* across SIGHUP and recycling, wrk sees no error at all: a stopping worker answers each
+  connection's next request with `connection: close`, closes an idle one only once it has
+  been idle for `--timeout-drain-idle` (the tests give 10 s, so no scheduling stall of a
+  loaded machine can make wrk late for it), and serves the connections its io_uring accept
+  had already taken off the listener it hands over (see `Server._shutdown`).
 """
 
 from __future__ import annotations
@@ -134,10 +133,12 @@ def test_two_workers_both_answer_and_stop_on_sigterm(serve, tmp_path):
 def test_sigterm_lets_a_started_request_finish(serve, tmp_path):
     port = free_port()
     server = serve(
-        "serve_apps:app", "--port", str(port), "--workers", "2", "--timeout-keep-alive", "30"
+        "serve_apps:app",
+        *("--port", str(port), "--workers", "2", "--timeout-keep-alive", "30"),
+        *("--timeout-drain-idle", "0"),
     )
     server.wait_serving(2)
-    # An idle keep-alive connection is closed at once, not waited for.
+    # An idle keep-alive connection is closed at once (no drain grace), not waited for.
     idle = socket.create_connection((HOST, port), timeout=10)
     idle.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
     assert idle.recv(4096).startswith(b"HTTP/1.1 200")
@@ -160,6 +161,32 @@ def test_sigterm_lets_a_started_request_finish(serve, tmp_path):
         idle.close()
     status, body = result["response"]
     assert status == 200 and int(body) in server.serving_pids()
+    assert server.wait_exit() == 0
+
+
+def test_a_connection_used_within_the_drain_grace_gets_its_next_request_answered(serve):
+    """SIGTERM with a keep-alive connection just used: instead of a close that would race
+    with the client's next request, that request is answered, with `connection: close`, and
+    then the connection closes; one idle for longer than the grace is closed at once."""
+    port = free_port()
+    server = serve(
+        "serve_apps:app",
+        *("--port", str(port), "--timeout-keep-alive", "60", "--timeout-drain-idle", "30"),
+    )
+    server.wait_serving(1)
+    request = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"
+    conn = socket.create_connection((HOST, port), timeout=20)
+    conn.sendall(request)
+    assert conn.recv(4096).startswith(b"HTTP/1.1 200")
+    server.send(signal.SIGTERM)
+    wait_until(lambda: "Shutting down" in server.log(), 10, "the server to begin its shutdown")
+    conn.sendall(request)
+    reply = b""
+    while chunk := conn.recv(4096):
+        reply += chunk
+    head = reply.split(b"\r\n\r\n", 1)[0].lower()
+    assert head.startswith(b"http/1.1 200") and b"connection: close" in head, reply
+    conn.close()
     assert server.wait_exit() == 0
 
 
@@ -206,33 +233,53 @@ def test_kill_9_of_a_worker_under_load(serve):
 # -- across restarts, under wrk -------------------------------------------------------------------
 
 
+LOAD_CONNECTIONS = 64
+# Longer than any stall of a loaded machine between two of wrk's requests (see the docs).
+DRAIN = ("--timeout-drain-idle", "10")
+# wrk counts a response slower than this (its default: 2 s) as a timeout error: on a loaded
+# two-core machine a fork and an import next to 64 busy connections can take longer, and a
+# slow answer is not a lost one (the counts below say whether any was lost).
+SLOW = 20
+
+
+def skip_without(backend: str) -> None:
+    if backend == "io_uring" and not ringloop.io_uring_available()[0]:
+        pytest.skip("the kernel refuses io_uring")
+
+
+@pytest.mark.parametrize("backend", ["epoll", "io_uring"])
 @pytest.mark.parametrize("mode", ["keep-alive", "close"])
-def test_sighup_rolling_restart_under_wrk(serve, tmp_path, wrk_runs, mode):
+def test_sighup_rolling_restart_under_wrk_fails_no_request(
+    serve, tmp_path, wrk_runs, mode, backend
+):
+    skip_without(backend)
     port = free_port()
     env, counts = counting_env(tmp_path)
     server = serve(
-        "serve_apps:app", "--port", str(port), "--workers", "2", "--no-access-log", env=env
+        "serve_apps:app",
+        *("--port", str(port), "--workers", "2", "--no-access-log", *DRAIN),
+        *("--loop-backend", backend),
+        env=env,
     )
     old = set(server.wait_serving(2))
     wrk = start_wrk(
         f"http://{HOST}:{port}/",
         tmp_path,
-        connections=CONNECTIONS,
-        duration=8,
-        stop_after=6,
+        connections=LOAD_CONNECTIONS,
+        duration=10,
+        stop_after=8,
         close=mode == "close",
+        timeout=SLOW,
     )
     wrk_runs.append(wrk)
-    started = time.monotonic()
     wait_for_load(old)
     with ConnectProber(port) as prober:
         server.send(signal.SIGHUP)
-        wait_until(lambda: not any(alive(p) for p in old), 20, "the old workers to be replaced")
+        wait_until(lambda: not any(alive(p) for p in old), 30, "the old workers to be replaced")
+    assert wrk.poll() is None, "wrk ended before the restart did: nothing was tested"
     assert prober.connected > 0 and prober.refused == 0, vars(prober)
     new = server.children()
     assert len(new) == 2 and not new & old
-    # The replacement happened while wrk was still sending (it stops after 5-6 s).
-    assert time.monotonic() - started < 5, "the rolling restart was too slow to test"
     report = wrk_report(wrk)
     server.send(signal.SIGTERM)
     assert server.wait_exit() == 0
@@ -243,8 +290,15 @@ def test_sighup_rolling_restart_under_wrk(serve, tmp_path, wrk_runs, mode):
     summary = f"{report['text']}\nworkers: {served}"
     assert started_n == finished_n == report["requests"], summary
     assert all(served[p]["finished"] > 0 for p in new), summary  # the new ones took over
-    assert report["timeout"] == 0 and report["non_2xx"] == 0, summary
-    assert report["read"] + report["write"] <= CONNECTIONS * len(old), summary
+    assert all(served[p]["finished"] > 0 for p in old), summary
+    assert report["non_2xx"] == 0, summary
+    errors = report["connect"] + report["read"] + report["write"] + report["timeout"]
+    if mode == "keep-alive":
+        assert errors == 0, summary
+    else:
+        # A new connection per request still loses a few (about a dozen of ~10,000 here, on
+        # either backend) across the restart: not yet understood, so bounded as before.
+        assert errors <= LOAD_CONNECTIONS * len(old), summary
 
 
 def test_sigterm_under_wrk_loses_no_started_request(serve, tmp_path, wrk_runs):
@@ -289,14 +343,10 @@ RECYCLED = "stopped by itself (--limit-max-requests): starting a new one"
 @pytest.mark.parametrize("backend", ["epoll", "io_uring"])
 def test_limit_max_requests_recycles_workers(serve, backend):
     """A worker that served its requests stops itself and the supervisor starts another on
-    the same listener, so a client never finds the port closed. On epoll no request is lost.
-    On io_uring a connection can be: the stopping worker's multishot accept goes on accepting
-    after its listener is closed, until the cancel is processed, and nobody serves such a
-    connection: it is closed at once (`_on_accepted` in python/ringloop/_streams.py), so the
-    client is reset. That is at most one connection of this sequential client
-    per worker that stopped, and it is a reset, nothing else."""
-    if backend == "io_uring" and not ringloop.io_uring_available()[0]:
-        pytest.skip("the kernel refuses io_uring")
+    the same listener, so a client never finds the port closed, and no request is lost: on
+    io_uring the connections the stopping worker's multishot accept took before its cancel
+    reached the kernel are served by it (see `_on_accepted` in python/ringloop/_streams.py)."""
+    skip_without(backend)
     port = free_port()
     server = serve(
         "serve_apps:app",
@@ -323,12 +373,46 @@ def test_limit_max_requests_recycles_workers(serve, backend):
     recycled = wait_until(
         lambda: (n := server.log().count(RECYCLED)) >= full and n, 10, f"{full} recycled workers"
     )
-    if backend == "epoll":
-        assert resets == []
-    else:
-        assert len(resets) <= recycled, resets
+    assert recycled and resets == []
     wait_until(lambda: len(server.children()) == 2, 10, "two workers")
     assert not server.children() & first
+
+
+@pytest.mark.parametrize("backend", ["epoll", "io_uring"])
+def test_limit_max_requests_under_wrk_fails_no_request(serve, tmp_path, wrk_runs, backend):
+    """Recycling under 64 keep-alive connections: each worker that reaches its limit tells
+    the supervisor, which starts its successor at once, and drains; wrk sees no error."""
+    skip_without(backend)
+    port = free_port()
+    env, counts = counting_env(tmp_path)
+    server = serve(
+        "serve_apps:app",
+        *("--port", str(port), "--workers", "2", "--no-access-log", *DRAIN),
+        *("--limit-max-requests", "3000", "--loop-backend", backend),
+        env=env,
+    )
+    first = set(server.wait_serving(2))
+    wrk = start_wrk(
+        f"http://{HOST}:{port}/",
+        tmp_path,
+        connections=LOAD_CONNECTIONS,
+        duration=10,
+        stop_after=8,
+        close=False,
+        timeout=SLOW,
+    )
+    wrk_runs.append(wrk)
+    wait_until(lambda: not any(alive(p) for p in first), 30, "both first workers to be recycled")
+    assert wrk.poll() is None, "wrk ended before the recycling did: nothing was tested"
+    report = wrk_report(wrk)
+    server.send(signal.SIGTERM)
+    assert server.wait_exit() == 0
+    served = app_counts(counts)
+    summary = f"{report['text']}\nworkers: {served}"
+    assert server.log().count(RECYCLED) >= 2, summary
+    assert sum(c["finished"] for c in served.values()) == report["requests"], summary
+    assert report["timeout"] == report["non_2xx"] == 0, summary
+    assert report["connect"] == report["read"] == report["write"] == 0, summary
 
 
 def test_limit_max_rss_replaces_a_worker(serve):

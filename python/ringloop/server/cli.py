@@ -360,6 +360,17 @@ def _add_serve_arguments(p: argparse.ArgumentParser) -> None:
         "(default: wait for them all)",
     )
 
+    g.add_argument(
+        "--timeout-drain-idle",
+        metavar="SECONDS",
+        type=_seconds,
+        default=d("timeout_drain_idle"),
+        help="on shutdown (and when a worker is replaced), a keep-alive connection used within "
+        "this long stays open for its client's next request, answered with 'connection: "
+        "close', instead of being closed as that request is sent; 0 closes idle connections "
+        "at once",
+    )
+
     g = p.add_argument_group("TLS")
     g.add_argument("--ssl-keyfile", metavar="PATH", default=None, help="the private key (PEM)")
     g.add_argument(

@@ -61,6 +61,9 @@ class Config:
     timeout_request_head: float = 10.0
     timeout_request_body: float = 30.0
     timeout_graceful_shutdown: float | None = None
+    # On shutdown, a keep-alive connection idle for less than this waits for its client's
+    # next request (answered with `connection: close`) rather than being closed under it.
+    timeout_drain_idle: float = 2.0
     timeout_worker_healthcheck: float = 30.0
     # -- TLS
     ssl_keyfile: str | None = None
@@ -143,6 +146,7 @@ class Config:
             "timeout_request_head",
             "timeout_request_body",
             "timeout_graceful_shutdown",
+            "timeout_drain_idle",
             "timeout_worker_healthcheck",
             "reload_delay",
             "ws_ping_interval",

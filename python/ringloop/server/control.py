@@ -6,6 +6,9 @@ The channel is one end of a `socketpair`, and the protocol is single bytes:
 * `READY` (worker → parent), once the worker's listeners accept (`Server.on_started`, which hands
   over the server's stop callback, not the server): a
   rolling restart stops the worker being replaced only after its replacement said this;
+* `STOPPING` (worker → parent), when the worker stops by itself (`--limit-max-requests`): the
+  parent starts its successor on the same listener at once, while it drains, rather than
+  once it has exited (connections would wait in the listener's queue meanwhile);
 * `PING` (parent → worker) and `PONG` (worker → parent): the health check. The answer comes
   from the worker's event loop, so a loop that is blocked — not just a process that is
   alive — fails it (`--timeout-worker-healthcheck`);
@@ -25,6 +28,7 @@ from collections.abc import Callable
 from .logs import logger
 
 READY = b"R"
+STOPPING = b"S"
 PING = b"p"
 PONG = b"P"
 
@@ -61,3 +65,13 @@ def worker_hook(channel: socket.socket) -> Callable[[Callable[[], None]], None]:
             channel.send(READY)
 
     return on_started
+
+
+def stopping_hook(channel: socket.socket) -> Callable[[], None]:
+    """The `on_stopping` hook of such a worker: tells the parent it is stopping by itself."""
+
+    def on_stopping() -> None:
+        with contextlib.suppress(OSError):
+            channel.send(STOPPING)
+
+    return on_stopping

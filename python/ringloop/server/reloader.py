@@ -30,8 +30,8 @@ from pathlib import Path
 
 from . import logs
 from .config import Config, ConfigError
-from .logs import logger
 from .listen import bind_socket
+from .logs import logger
 
 DEFAULT_INCLUDES = ("*.py",)
 DEFAULT_EXCLUDES = (".*", ".py[cod]", ".sw.*", "~*")

@@ -2,7 +2,10 @@
 
 It loads the application, runs lifespan startup, listens (on sockets it binds, or ones the
 supervisor gives it), serves until it is told to stop, then shuts down gracefully: it stops
-accepting, closes idle keep-alive connections at once and busy ones after their response,
+accepting (serving the connections its accept had already taken off a listener it hands over
+to a successor), answers each connection's next request with `connection: close`, closes a
+keep-alive connection idle for `--timeout-drain-idle` (at once if it already was: a client
+still looping requests on one sends its next within that, and a close would race with it),
 waits for them (up to `--timeout-graceful-shutdown`), runs lifespan shutdown, and returns.
 
 The per-request work is native (`_core.ServerState`, `_core.HttpConn`); this module only
@@ -51,6 +54,7 @@ class Server:
         *,
         worker: int = 0,
         on_started: Callable[[Callable[[], None]], None] | None = None,
+        on_stopping: Callable[[], None] | None = None,
     ) -> None:
         self.config = config
         self.worker = worker
@@ -58,6 +62,9 @@ class Server:
         # a supervisor learns this worker is ready (before a rolling restart stops the worker
         # it replaces), and how its channel stops it. It is given the stop, not the server.
         self.on_started = on_started
+        # Called when the worker decides to stop by itself (--limit-max-requests), so that
+        # a supervisor starts its successor while it drains.
+        self.on_stopping = on_stopping
         self.app: Any = None
         self.interface = config.interface
         self.state: _core.ServerState | None = None
@@ -215,6 +222,9 @@ class Server:
             for sock in sockets:
                 if shared:
                     loop._share_listener(sock)
+                elif not own:
+                    # A parent's listener: a successor accepts on it once this worker stops.
+                    loop._hand_over_listener(sock)
                 self._listeners.append(
                     await loop.create_server(
                         lambda: _core.HttpConn(state),
@@ -260,6 +270,8 @@ class Server:
         logger.info(
             "Maximum request limit of %s exceeded. Terminating process.", self.state.requests
         )
+        if self.on_stopping is not None:
+            self.on_stopping()
         self.stop()
 
     def _sweep(self) -> None:
@@ -287,8 +299,10 @@ class Server:
         logger.info("Shutting down")
         for listener in self._listeners:
             listener.close()
+        # Connections a handed-over listener's accept took before it stopped are served too.
+        await asyncio.get_running_loop()._handover_done()
         if self.state is not None:
-            busy = self.state.shutdown()
+            busy = self.state.shutdown(self.config.timeout_drain_idle)
             deadline = self.config.timeout_graceful_shutdown
             t0 = time.monotonic()
             if busy:
@@ -390,6 +404,7 @@ def run(
     *,
     worker: int = 0,
     on_started: Callable[[Callable[[], None]], None] | None = None,
+    on_stopping: Callable[[], None] | None = None,
 ) -> int:
     """Run one worker in this process until it stops; the exit status (1: failed to start,
     3: lifespan startup failed). `on_started(stop)` runs on the loop once it accepts."""
@@ -398,7 +413,7 @@ def run(
     from .importer import AppLoadError
 
     logs.configure(config.log_level, config.use_colors)
-    server = Server(config, worker=worker, on_started=on_started)
+    server = Server(config, worker=worker, on_started=on_started, on_stopping=on_stopping)
     try:
         server.load()
     except AppLoadError as exc:

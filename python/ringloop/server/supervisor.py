@@ -24,8 +24,9 @@ handlers and one `control` channel per worker (no asyncio here):
 
 * a worker that dies is restarted, at once after a long healthy run, else with an
   exponential back-off (`BACKOFF_FIRST` doubling up to `BACKOFF_MAX`), and said so in the log;
-* a worker that exits 0 by itself (it served `--limit-max-requests` and stopped gracefully,
-  see `Server._max_requests_reached`) is replaced at once;
+* a worker that stops by itself (it served `--limit-max-requests`, see
+  `Server._max_requests_reached`) says so (`control.STOPPING`) and is replaced at once, while
+  it finishes its connections (one that exits 0 without saying so, the same at its exit);
 * `--limit-max-rss`: a worker whose VmRSS (`/proc/PID/status`) passes the limit is replaced:
   a new worker starts first, and the old one is told to stop once the new one accepts;
 * `--timeout-worker-healthcheck`: a worker whose loop does not answer a ping in time is
@@ -65,8 +66,8 @@ from typing import NoReturn
 
 from . import control, logs
 from .config import Config, ConfigError
-from .logs import logger
 from .listen import bind_socket
+from .logs import logger
 from .server import run
 
 # Restart back-off after a crash (seconds): a worker that served at least STABLE_AFTER
@@ -393,7 +394,11 @@ class Supervisor:
                     sock.close()
             logger.info("Started server process [%d]", os.getpid())
             status = run(
-                self.config, [listener], worker=index, on_started=control.worker_hook(channel)
+                self.config,
+                [listener],
+                worker=index,
+                on_started=control.worker_hook(channel),
+                on_stopping=control.stopping_hook(channel),
             )
             logger.info("Finished server process [%d]", os.getpid())
         except ConfigError as exc:
@@ -436,6 +441,16 @@ class Supervisor:
                     self._stop(old)
             if self.shutting_down:
                 self._stop(worker)
+        if control.STOPPING in data and worker.serving:
+            # It served --limit-max-requests and drains now: its successor starts at once on
+            # the same listener, so nothing waits in the queue for the old one to exit.
+            worker.stop_sent_at = now
+            logger.info(
+                "Worker [%d] stopped by itself (--limit-max-requests): starting a new one.",
+                worker.pid,
+            )
+            self.failures[worker.index] = 0
+            self.next_start[worker.index] = now
 
     def _stop(self, worker: Worker) -> None:
         if worker.stop_sent_at is None:

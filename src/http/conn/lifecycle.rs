@@ -1,6 +1,8 @@
 //! A connection's life outside its requests: the timeouts the server's sweep checks (idle
 //! keep-alive, a slow request head, a stalled body), the graceful shutdown, and the abort.
 
+use std::sync::atomic::Ordering;
+
 use pyo3::intern;
 use pyo3::prelude::*;
 
@@ -17,7 +19,10 @@ impl HttpConn {
     pub(crate) fn check_timeout(slf: &Bound<'_, Self>, now: u64) -> PyResult<bool> {
         let py = slf.py();
         let this = slf.get();
-        let t = &this.server.get().timeouts;
+        let server = this.server.get();
+        let t = &server.timeouts;
+        // Shutting down: an idle connection goes once idle for the drain grace (`shutdown`).
+        let drain = server.shutting_down.load(Ordering::Relaxed).then(|| server.drain_idle.load(Ordering::Relaxed));
         if this.st.borrow(py)?.ws.is_some() {
             // A WebSocket session has its own clock: pings, and the close handshake's timeout.
             return crate::http::websocket::check_timeout(slf, now);
@@ -32,7 +37,9 @@ impl HttpConn {
             if st.lost || st.close_after {
                 None
             } else {
+                let idle_for = now.saturating_sub(st.since);
                 match st.h1.phase() {
+                    Phase::Idle if st.cycle.is_none() && drain.is_some_and(|grace| idle_for >= grace) => Some(None),
                     Phase::Idle if st.cycle.is_none() && t.keep_alive > 0 && now.saturating_sub(st.since) > t.keep_alive => Some(None),
                     Phase::Head if st.cycle.is_none() && t.head > 0 && now.saturating_sub(st.head_since) > t.head => Some(Some("head-timeout")),
                     Phase::Body
@@ -53,7 +60,8 @@ impl HttpConn {
         Ok(true)
     }
 
-    /// Graceful shutdown: idle connections close now; busy ones after their response.
+    /// Graceful shutdown: busy connections close after their response; idle ones now if they
+    /// have been idle for the drain grace, else when the sweep finds they have (`check_timeout`).
     pub(crate) fn begin_shutdown(slf: &Bound<'_, Self>) -> PyResult<()> {
         let py = slf.py();
         if crate::http::websocket::begin_shutdown(slf)? {
@@ -68,7 +76,8 @@ impl HttpConn {
             // the end of the graceful period.
             let fd = st.io.as_ref().map(|io| io.get().fd());
             let pending = st.h1.buffered() > 0 || fd.is_some_and(|fd| crate::reactor::sys::bytes_waiting(fd) > 0);
-            st.cycle.is_none() && !pending
+            let grace = slf.get().server.get().drain_idle.load(Ordering::Relaxed);
+            st.cycle.is_none() && !pending && crate::reactor::sys::monotonic_ns().saturating_sub(st.since) >= grace
         };
         if idle {
             Self::close_when_flushed(slf)?;
