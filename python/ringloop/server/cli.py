@@ -14,6 +14,8 @@ status, never a traceback:
 * 3 — the application's lifespan startup failed (what `server.run` returns);
 * 130 — interrupted before the server took over SIGINT.
 
+Settings also come from a TOML file (`--config`) and `RINGLOOP_*` environment variables, under
+the flags' own names; a flag wins over both, the environment over the file (`configfile`).
 Before anything is imported, `--env-file` is loaded into the environment (python-dotenv;
 variables already set win, as with uvicorn), then `WEB_CONCURRENCY` stands in for
 `--workers` and `FORWARDED_ALLOW_IPS` for `--forwarded-allow-ips` when they are not given.
@@ -37,7 +39,6 @@ from .config import (
     WS_MODES,
     Config,
     ConfigError,
-    load_env_file,
 )
 
 PROG = "ringloop"
@@ -188,7 +189,21 @@ def _add_serve_arguments(p: argparse.ArgumentParser) -> None:
     B = argparse.BooleanOptionalAction  # noqa: N806 - reads like the flag pairs it makes
 
     g = p.add_argument_group("app")
-    g.add_argument("app", metavar="APP", help='the application, as "module:attribute"')
+    g.add_argument(
+        "app",
+        metavar="APP",
+        nargs="?",
+        default=None,
+        help='the application, as "module:attribute" (or `app` in --config)',
+    )
+    g.add_argument(
+        "--config",
+        metavar="PATH",
+        default=None,
+        help="read settings from this TOML file: keys are the long flags' names "
+        "(port = 8001, timeout-keep-alive = 10); RINGLOOP_<FLAG> environment variables "
+        "override it, and flags override both",
+    )
     g.add_argument("--version", action="version", version=_version())
     g.add_argument(
         "--interface",
@@ -359,7 +374,6 @@ def _add_serve_arguments(p: argparse.ArgumentParser) -> None:
         help="on shutdown, wait this long for requests in flight, then close them "
         "(default: wait for them all)",
     )
-
     g.add_argument(
         "--timeout-drain-idle",
         metavar="SECONDS",
@@ -578,6 +592,31 @@ def config_from_args(args: argparse.Namespace) -> Config:
     return Config(**settings)
 
 
+def _serve_words(argv: list[str] | None) -> list[str]:
+    words = list(sys.argv[1:] if argv is None else argv)
+    return words[words.index("serve") + 1 :] if "serve" in words else words
+
+
+def layered_config(args: argparse.Namespace, words: list[str]) -> Config:
+    """The `Config` of a parsed `serve` command line (`words`: what followed `serve`) with
+    `--config` and `RINGLOOP_*` beneath its flags."""
+    from .configfile import layer
+
+    origins = layer(args, words)
+    if args.app is None:
+        raise ConfigError("APP: give the application, as module:attribute (or app in --config)")
+    try:
+        return config_from_args(args)
+    except ConfigError as exc:
+        # Config names the flag (`--workers: ...`); a value from the file or the environment
+        # is named where it was written.
+        flag, sep, rest = str(exc).partition(": ")
+        name = flag.removeprefix("--").replace("-", "_")
+        if sep and flag.startswith("--") and name in origins:
+            raise ConfigError(f"{origins[name]}: {rest}") from None
+        raise
+
+
 def main(argv: list[str] | None = None) -> int:
     """`ringloop ...`: the exit status (see the module docs)."""
     parser = build_parser()
@@ -592,9 +631,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     prog = f"{PROG} serve"
     try:
-        if args.env_file:
-            load_env_file(args.env_file)
-        config = config_from_args(args)
+        config = layered_config(args, _serve_words(argv))
         config.ssl_context()  # a key or certificate that does not load is a flag error
         if config.metrics_port is not None:
             from .metrics import require_client
