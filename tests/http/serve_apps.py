@@ -7,6 +7,7 @@ gunicorn (a module of apps, not a test module).
   request is in the application before it signals the server);
 * `/grow?mib=N` keeps N MiB more alive in the worker (touched, so resident);
 * `/block?s=SECONDS` blocks the worker's loop (`time.sleep`), as a broken handler would;
+  `/block?until=PATH` blocks it until PATH exists (a test decides when it ends);
 * `/env?name=NAME` answers with the environment variable NAME;
 * `/client` answers with the client's address as the server saw it (proxy headers).
 
@@ -65,6 +66,9 @@ async def app(scope, receive, send) -> None:
         await asyncio.sleep(float(query["s"]))
     elif path == "/grow":
         _hoard.append(b"x" * (int(query["mib"]) * MiB))
+    elif path == "/block" and "until" in query:
+        while not os.path.exists(query["until"]):
+            time.sleep(0.005)
     elif path == "/block":
         time.sleep(float(query["s"]))
     elif path == "/env":

@@ -455,6 +455,29 @@ def _add_serve_arguments(p: argparse.ArgumentParser) -> None:
         help="the address --metrics-port binds to",
     )
 
+    g.add_argument(
+        "--health-port",
+        metavar="PORT",
+        type=_integer(0),
+        default=None,
+        help="answer a readiness probe on http://HOST:PORT/healthz from a thread of its own: "
+        "200 while the loop's lag is under --health-max-lag, 503 naming the lag (and, with "
+        "--watch-threshold, the request blocking the loop) when over; worker i on PORT+i",
+    )
+    g.add_argument(
+        "--health-host", metavar="HOST", default=d("health_host"), help="where --health-port binds"
+    )
+    g.add_argument(
+        "--health-path", metavar="PATH", default=d("health_path"), help="the probe's path"
+    )
+    g.add_argument(
+        "--health-max-lag",
+        metavar="SECONDS",
+        type=_seconds,
+        default=d("health_max_lag"),
+        help="the probe answers 503 once the loop is this late",
+    )
+
     g = p.add_argument_group("workers")
     g.add_argument(
         "--workers",

@@ -90,6 +90,11 @@ class Config:
     watch_threshold: float | None = None  # seconds; None: blocks are not reported
     metrics_port: int | None = None  # None: no /metrics endpoint
     metrics_host: str = "127.0.0.1"
+    # -- the readiness probe (health.py)
+    health_port: int | None = None  # None: no probe
+    health_host: str = "127.0.0.1"
+    health_path: str = "/healthz"
+    health_max_lag: float = 1.0  # seconds
     # -- WebSocket (the WebSocket issue)
     ws: str = "auto"
     ws_max_size: int = 16 * 1024 * 1024
@@ -155,6 +160,12 @@ class Config:
             positive(name, getattr(self, name), zero=True)
         if self.watch_threshold is not None and not self.watch_threshold > 0:
             raise ConfigError(f"--watch-threshold: must be > 0 seconds, got {self.watch_threshold}")
+        if self.health_port is not None and not 0 <= self.health_port <= 65535:
+            raise ConfigError(f"--health-port: {self.health_port} is not a TCP port (0-65535)")
+        if not self.health_path.startswith("/"):
+            raise ConfigError(f"--health-path: must start with /, got {self.health_path!r}")
+        if not self.health_max_lag > 0:
+            raise ConfigError(f"--health-max-lag: must be > 0 seconds, got {self.health_max_lag}")
         if self.metrics_port is not None and not 0 <= self.metrics_port <= 65535:
             raise ConfigError(f"--metrics-port: {self.metrics_port} is not a TCP port (0-65535)")
         if self.metrics_port is not None and self.metrics_port + self.workers - 1 > 65535:

@@ -79,6 +79,7 @@ class Server:
         # --metrics-port and --watch-threshold (metrics.py, watching.py)
         self.metrics: Any = None
         self.watching: Any = None
+        self.health: Any = None  # --health-port (health.py)
 
     # -- setup --------------------------------------------------------------------------------
 
@@ -177,6 +178,17 @@ class Server:
                 from ..watch import metrics as watch_metrics
 
                 watch_metrics.register_prometheus_client(self.metrics.registry)
+        if c.health_port is not None:
+            from .health import Health
+
+            self.health = Health(c.health_path, c.health_max_lag)
+            self.health.start(
+                loop,
+                c.health_host,
+                c.health_port + self.worker if c.health_port else 0,
+                state=self.state if self.watching is not None else None,
+                reuse_port=c.workers > 1,
+            )
 
     # -- running ------------------------------------------------------------------------------
 
@@ -297,6 +309,8 @@ class Server:
 
     async def _shutdown(self, lifespan: Lifespan) -> None:
         logger.info("Shutting down")
+        if self.health is not None:
+            self.health.draining = True  # out of rotation while the connections finish
         for listener in self._listeners:
             listener.close()
         # Connections a handed-over listener's accept took before it stopped are served too.
@@ -340,6 +354,9 @@ class Server:
                 logger.info("Application shutdown complete.")
 
     def _stop_watch_and_metrics(self) -> None:
+        if self.health is not None:
+            self.health.stop()
+            self.health = None
         if self.watching is not None:
             self.watching.stop()
             self.watching = None
