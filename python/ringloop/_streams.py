@@ -264,10 +264,13 @@ class StreamTransportsMixin:
         path = sock.getsockname() if ino is not None else None
         fd = sock.fileno()
         token = self._accepting.pop(fd, None)
+        handed_over = fd in self._handover_listeners
+        self._handover_listeners.discard(fd)
         if token is None:
+            # Readiness (epoll): nothing was accepted that is not served already; what waits
+            # in the listener's queue is the successor's.
             self._remove_reader(fd)
-        elif fd in self._handover_listeners:
-            self._handover_listeners.discard(fd)
+        elif handed_over:
             self._stop_handing_over(sock, token)
         else:
             self._accept_stop(token)
