@@ -378,17 +378,16 @@ def test_limit_max_requests_recycles_workers(serve, backend):
     assert not server.children() & first
 
 
-@pytest.mark.parametrize("backend", ["epoll", "io_uring"])
-def test_limit_max_requests_under_wrk_fails_no_request(serve, tmp_path, wrk_runs, backend):
-    """Recycling under 64 keep-alive connections: each worker that reaches its limit tells
-    the supervisor, which starts its successor at once, and drains; wrk sees no error."""
+def replaced_under_wrk(serve, tmp_path, wrk_runs, backend, *flags: str) -> str:
+    """Two workers run with `flags` under 64 keep-alive connections until both first
+    workers are gone; asserts that wrk saw no error and no request was lost; the log."""
     skip_without(backend)
     port = free_port()
     env, counts = counting_env(tmp_path)
     server = serve(
         "serve_apps:app",
-        *("--port", str(port), "--workers", "2", "--no-access-log", *DRAIN),
-        *("--limit-max-requests", "3000", "--loop-backend", backend),
+        *("--port", str(port), "--workers", "2", "--no-access-log", *DRAIN, *flags),
+        *("--loop-backend", backend),
         env=env,
     )
     first = set(server.wait_serving(2))
@@ -402,17 +401,25 @@ def test_limit_max_requests_under_wrk_fails_no_request(serve, tmp_path, wrk_runs
         timeout=SLOW,
     )
     wrk_runs.append(wrk)
-    wait_until(lambda: not any(alive(p) for p in first), 30, "both first workers to be recycled")
-    assert wrk.poll() is None, "wrk ended before the recycling did: nothing was tested"
+    wait_until(lambda: not any(alive(p) for p in first), 30, "both first workers replaced")
+    assert wrk.poll() is None, "wrk ended before the replacements did: nothing was tested"
     report = wrk_report(wrk)
     server.send(signal.SIGTERM)
     assert server.wait_exit() == 0
     served = app_counts(counts)
     summary = f"{report['text']}\nworkers: {served}"
-    assert server.log().count(RECYCLED) >= 2, summary
     assert sum(c["finished"] for c in served.values()) == report["requests"], summary
     assert report["timeout"] == report["non_2xx"] == 0, summary
     assert report["connect"] == report["read"] == report["write"] == 0, summary
+    return server.log()
+
+
+@pytest.mark.parametrize("backend", ["epoll", "io_uring"])
+def test_limit_max_requests_under_wrk_fails_no_request(serve, tmp_path, wrk_runs, backend):
+    """Recycling under 64 keep-alive connections: each worker that reaches its limit tells
+    the supervisor, which starts its successor at once, and drains; wrk sees no error."""
+    log = replaced_under_wrk(serve, tmp_path, wrk_runs, backend, "--limit-max-requests", "3000")
+    assert log.count(RECYCLED) >= 2
 
 
 def test_limit_max_rss_replaces_a_worker(serve):
@@ -438,37 +445,8 @@ def test_limit_max_rss_replaces_a_worker(serve):
 def test_limit_max_rss_under_wrk_fails_no_request(serve, tmp_path, wrk_runs, backend):
     """A limit every worker is over: each is replaced as soon as it is ready, one after the
     other, under 64 keep-alive connections; wrk sees no error."""
-    skip_without(backend)
-    port = free_port()
-    env, counts = counting_env(tmp_path)
-    server = serve(
-        "serve_apps:app",
-        *("--port", str(port), "--workers", "2", "--no-access-log", *DRAIN),
-        *("--limit-max-rss", "1", "--loop-backend", backend),
-        env=env,
-    )
-    first = set(server.wait_serving(2))
-    wrk = start_wrk(
-        f"http://{HOST}:{port}/",
-        tmp_path,
-        connections=LOAD_CONNECTIONS,
-        duration=10,
-        stop_after=8,
-        close=False,
-        timeout=SLOW,
-    )
-    wrk_runs.append(wrk)
-    wait_until(lambda: not any(alive(p) for p in first), 30, "both first workers replaced")
-    assert wrk.poll() is None, "wrk ended before the replacements did: nothing was tested"
-    report = wrk_report(wrk)
-    server.send(signal.SIGTERM)
-    assert server.wait_exit() == 0
-    served = app_counts(counts)
-    summary = f"{report['text']}\nworkers: {served}"
-    assert server.log().count("over --limit-max-rss 1 MiB: replacing it") >= 2, summary
-    assert sum(c["finished"] for c in served.values()) == report["requests"], summary
-    assert report["timeout"] == report["non_2xx"] == 0, summary
-    assert report["connect"] == report["read"] == report["write"] == 0, summary
+    log = replaced_under_wrk(serve, tmp_path, wrk_runs, backend, "--limit-max-rss", "1")
+    assert log.count("over --limit-max-rss 1 MiB: replacing it") >= 2
 
 
 def test_a_blocked_worker_fails_the_health_check(serve):

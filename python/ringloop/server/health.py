@@ -41,6 +41,7 @@ import time
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any
 
+from .listen import bind_tcp
 from .logs import logger
 from .watching import _from_row
 
@@ -69,21 +70,8 @@ class Health:
         """Bind, start the thread and the heartbeat; the port bound."""
         self._loop = loop
         self.state = state
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        if reuse_port:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-        try:
-            sock.bind((host, port))
-        except OSError as exc:
-            sock.close()
-            from .config import ConfigError
-
-            raise ConfigError(
-                f"--health-port: cannot listen on {host}:{port}: {exc.strerror}"
-            ) from exc
-        sock.listen(64)
+        sock = bind_tcp(host, port, reuse_port=reuse_port, flag="--health-port", backlog=64)
+        sock.setblocking(True)  # http.server's thread blocks in accept()
         httpd = _ProbeServer(sock, self)
         self._httpd = httpd
         self._thread = threading.Thread(

@@ -51,3 +51,24 @@ def _is_socket(path: str) -> bool:
     import stat
 
     return stat.S_ISSOCK(os.stat(path).st_mode)
+
+
+def bind_tcp(
+    host: str, port: int, *, reuse_port: bool, flag: str, backlog: int = 128
+) -> socket.socket:
+    """A side listener of a worker's own (`--metrics-port`, `--health-port`), non-blocking;
+    `SO_REUSEPORT` lets a replacement bind the same port while the worker it replaces runs.
+    A failure is a `ConfigError` naming `flag`."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if reuse_port:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise ConfigError(f"{flag}: cannot listen on {host}:{port}: {exc.strerror}") from exc
+    sock.listen(backlog)
+    sock.setblocking(False)
+    return sock

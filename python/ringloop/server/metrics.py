@@ -40,6 +40,7 @@ from typing import Any
 from .. import _core
 from . import asgi, logs
 from .config import ConfigError
+from .listen import bind_tcp
 from .logs import logger
 
 # prometheus_client's default histogram buckets (seconds).
@@ -120,20 +121,8 @@ class ServerMetrics:
         self._mstate = _core.ServerState(
             make_asgi_app(self.registry), "asgi", asgi, loop, log_error=logs.error
         )
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        if reuse_port:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-        try:
-            sock.bind((host, port))
-        except OSError as exc:
-            sock.close()
-            raise ConfigError(
-                f"--metrics-port: cannot listen on {host}:{port}: {exc.strerror}"
-            ) from exc
-        sock.listen(128)
-        sock.setblocking(False)
+        sock = bind_tcp(host, port, reuse_port=reuse_port, flag="--metrics-port")
+        family = sock.family
         mstate = self._mstate
         self._listener = await loop.create_server(lambda: _core.HttpConn(mstate), sock=sock)
         name = sock.getsockname()
