@@ -13,7 +13,8 @@ replace its workers within the run is reported as such, not as a success.
     python benchmarks/rolling_restart.py [--servers ringloop-epoll ringloop-io_uring uvicorn
         granian] [--duration 12] [--connections 64]
 
-Output: a table and ``results/rolling_restart.json``.
+Output: a table and ``results/rolling_restart.json``; each server's log in
+``$TMPDIR/ringloop_rolling_restart/``.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -124,7 +126,7 @@ def run_one(
     name: str, argv: list[str], duration: int, connections: int, work: Path, timeout: int
 ) -> dict:
     port = int(argv[argv.index("--port") + 1])
-    log = (work / f"rolling_{name}.log").open("w")
+    log = (work / f"{name}.log").open("w")
     env = {**os.environ, "PYTHONPATH": str(APPS)}
     proc = subprocess.Popen(argv, cwd=APPS, env=env, stdout=log, stderr=subprocess.STDOUT)
     result: dict = {"server": name}
@@ -186,8 +188,10 @@ def main() -> None:
     ap.add_argument("--wrk-timeout", type=int, default=20, help="seconds (wrk's default: 2)")
     ap.add_argument("--out", default=str(HERE / "results" / "rolling_restart.json"))
     args = ap.parse_args()
-    work = Path(args.out).parent
-    work.mkdir(parents=True, exist_ok=True)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    # The servers' logs, for a run that needs explaining (not results: not committed).
+    work = Path(tempfile.gettempdir(), "ringloop_rolling_restart")
+    work.mkdir(exist_ok=True)
     rows = []
     for name in args.servers:
         argv = commands(free_port())[name]
