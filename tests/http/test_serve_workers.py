@@ -12,11 +12,14 @@ server never started:
   "succeeds" (non-blocking), and the ECONNREFUSED comes out of the first read or write. So
   "no connection refused" across SIGHUP is checked by a prober of our own that connects in
   a loop, and after SIGTERM wrk's read and write errors are mostly refused reconnects;
-* across SIGHUP and recycling, wrk sees no error at all: a stopping worker answers each
-  connection's next request with `connection: close`, closes an idle one only once it has
-  been idle for `--timeout-drain-idle` (the tests give 10 s, so no scheduling stall of a
-  loaded machine can make wrk late for it), and serves the connections its io_uring accept
-  had already taken off the listener it hands over (see `Server._shutdown`).
+* across SIGHUP and recycling, wrk looping keep-alive requests sees no error at all: a
+  stopping worker answers each connection's next request with `connection: close`, closes an
+  idle one only once it has been idle for `--timeout-drain-idle` (the tests give 10 s, so no
+  scheduling stall of a loaded machine can make wrk late for it), and serves the connections
+  its io_uring accept had already taken off the listener it hands over (see
+  `Server._shutdown`). With a new connection per request (wrk's `Connection: close`) a few
+  requests in ~10,000 still fail across SIGHUP on either backend, none without it: a close
+  that no log line explains, not found yet, so that mode keeps the old bound.
 """
 
 from __future__ import annotations
