@@ -326,19 +326,29 @@ class StreamTransportsMixin:
             self._accepts_settled = self.create_future()
             await self._accepts_settled
 
-    def _accept_connection2(self, protocol_factory, conn, extra, *args):
+    def _accept_connection2(
+        self, protocol_factory, conn, extra, sslcontext=None, server=None, *rest
+    ):
         # Called where a connection was accepted, synchronously (asyncio's readiness loop, and
         # _on_accepted): while a listener is handed over, the connection is counted from here
         # until it is set up, so _handover_done cannot miss one whose task has not run yet.
-        coro = _Sel._accept_connection2(self, protocol_factory, conn, extra, *args)
         if not (self._handover_listeners or self._draining_socks):
-            return coro
+            return _Sel._accept_connection2(
+                self, protocol_factory, conn, extra, sslcontext, server, *rest
+            )
         self._accepts_pending += 1
-        return self._counted_accept(coro)
+        return self._counted_accept(protocol_factory, conn, extra, sslcontext, server, *rest)
 
-    async def _counted_accept(self, coro):
+    async def _counted_accept(self, protocol_factory, conn, extra, sslcontext, server, *rest):
         try:
-            return await coro
+            if server is not None and server._sockets is None:
+                # Accepted before the server closed, set up after: asyncio's Server._attach
+                # asserts it is open, and the connection would be dropped unanswered (its
+                # client sees a reset). It is served, uncounted by the closed Server.
+                server = None
+            return await _Sel._accept_connection2(
+                self, protocol_factory, conn, extra, sslcontext, server, *rest
+            )
         finally:
             self._accepts_pending -= 1
             settled = self._accepts_settled
