@@ -149,7 +149,7 @@ SECTION_BEFORE = "## Expected failures"
 def write_section(readme: Path, counts, duration: float) -> None:
     """Put this Python's table in README as `## Results on Python X.Y` (replacing an older one
     of the same version), before the expectation lists; the rest of the file is kept."""
-    version = "%d.%d" % sys.version_info[:2]
+    version = "{}.{}".format(*sys.version_info[:2])
     title = f"## Results on Python {version}"
     body = [
         title,

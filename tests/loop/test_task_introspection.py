@@ -107,4 +107,3 @@ def test_pstree_draws_the_same_tree_as_stock_asyncio(listings):
     body = "\n".join(stock)
     assert "(T) worker-a" in body and "(T) worker-b" in body and "main" in body, body
     assert ours == stock
-
