@@ -11,7 +11,7 @@ RUST_SRC := $(shell find src -name '*.rs') Cargo.toml pyproject.toml
 export PYTHONDONTWRITEBYTECODE := 1
 
 .DEFAULT_GOAL := help
-.PHONY: help demo test test-rust test-fuzz fuzz test-py test-bound test-py314 test-py314-ci test-py315 stress bench lint build clean autobahn
+.PHONY: help demo test test-rust test-fuzz fuzz test-py test-bound test-py314 test-py314-ci test-py315 stress bench lint build clean autobahn wheel test-wheel
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -27,6 +27,34 @@ $(BUILT): $(STAMP) $(RUST_SRC)
 	touch $@
 
 build: $(BUILT) ## build the native module (release) into .venv
+
+# Wheels. Built here, on Debian bookworm (glibc 2.36), for the policy manylinux_2_34: the
+# oldest one a build linked against glibc >= 2.34 can meet (2.34 moved pthread_* into libc
+# under new symbol versions, and std's threads use them), and one pip accepts on every glibc
+# from 2.34 up: Debian bookworm (2.36) and newer, Ubuntu 22.04 (2.35), RHEL 9 (2.34).
+# `--compatibility` makes maturin's own auditwheel check fail the build if the extension
+# needs a newer symbol or links a library outside the policy. The 3.14 wheel is built here
+# too (maturin knows 3.14's ABI without the interpreter), not in the sid chroot: a build
+# against sid's newer glibc would need a newer policy than bookworm's pip accepts.
+DIST          ?= dist
+MANYLINUX     ?= manylinux_2_34
+PYENV_VERSIONS ?= $(HOME)/.pyenv/versions
+WHEEL_PYTHONS ?= $(PYTHON) $(PYENV_VERSIONS)/3.12.1/bin/python3.12 $(PYENV_VERSIONS)/3.13.0/bin/python3.13 python3.14
+
+wheel: $(STAMP) ## manylinux_2_34 wheels for CPython 3.11-3.14 and an sdist, into dist/ (about 2 min per wheel)
+	rm -rf $(DIST)
+	$(VENV)/bin/maturin build --release --compatibility $(MANYLINUX) --auditwheel check --out $(DIST) -i $(WHEEL_PYTHONS)
+	$(VENV)/bin/maturin sdist --out $(DIST)
+	@ls -1 $(DIST)
+
+test-wheel: wheel ## install each wheel in a fresh venv with no Rust on PATH and smoke-test the loop, serve and the watch (3.11; 3.14 in the sid chroot)
+	bash scripts/test-wheel.sh $(PYTHON) $(DIST)
+	@if [ -x scripts/sid-chroot.sh ]; then \
+		scripts/sid-chroot.sh ensure && \
+		scripts/sid-chroot.sh run -- bash $(CURDIR)/scripts/test-wheel.sh python3.14 $(abspath $(DIST)); \
+	else \
+		echo "test-wheel: no scripts/sid-chroot.sh in this checkout: the 3.14 wheel was built but not installed"; \
+	fi
 
 demo: $(BUILT) ## build, then show ringloop against its peers (primitives, transports, HTTP, WebSocket), a blocked loop caught, and the PDF-ingest service with the requests that blocked
 	$(PY) benchmarks/run.py primitives --quick
@@ -94,5 +122,5 @@ lint: $(STAMP) ## cargo clippy, ruff, and the .pyi stub checked against the modu
 	$(VENV)/bin/ruff format --check python tests benchmarks examples
 	$(PY) -m mypy.stubtest ringloop._core --ignore-missing-stub
 
-clean: ## remove build outputs and the venv
-	rm -rf target $(VENV)
+clean: ## remove build outputs, wheels and the venv
+	rm -rf target $(DIST) $(VENV)
