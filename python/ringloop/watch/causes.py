@@ -509,7 +509,9 @@ def _gil(ev: Evidence) -> Cause | None:
             c0 = w.before.others.get(ident, 0)  # not there before: started since, from 0
             if c1 - c0 > best_cpu:
                 best, best_cpu = ident, c1 - c0
-        if best is None or best_cpu * 8 < whole:
+        # A holder starved of CPU (a loaded machine) still runs for a fair part of the window,
+        # and much more than the loop thread did.
+        if best is None or best_cpu * 16 < whole or best_cpu < 2 * loop_cpu:
             # No Python thread ran: the watchdog was late for want of a CPU, not of the GIL. (A
             # thread that started and ended inside the window is not seen either; the process's
             # CPU clock cannot tell it from native threads such as ringloop's sampler.)
