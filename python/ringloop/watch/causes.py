@@ -477,6 +477,17 @@ def breakdown(ev: Evidence) -> tuple[list[Cause], int | None]:
             app_cpu = int(cpu * scale)
     gil = _gil(ev)
     if gil is not None:
+        # While another thread held the GIL the loop thread could not run its code anyway:
+        # its wait for a CPU then (it wakes every switch interval to ask for the GIL) is part
+        # of the GIL wait. The run delay is not read at the window's edges, so its share in
+        # the window is taken pro rata of the time outside collections.
+        outside_gc = max(1, dur - gc_ns)
+        for c in causes:
+            if c.cause == "starved":
+                moved = c.seconds * min(1.0, gil.seconds * 1e9 / outside_gc)
+                c.seconds -= moved
+                gil.seconds += moved
+        causes = [c for c in causes if c.seconds > 0]
         causes.append(gil)
     # Never more than the slice: the measured causes overlap only by measurement error.
     total = sum(c.seconds for c in causes)

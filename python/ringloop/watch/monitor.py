@@ -93,9 +93,11 @@ class LoopMonitor:
         consumer.monitors.append(self)
         self._retune()
         if first:
-            self.backend.start()
             get_watchdog().add(self.state)
             causes.gc_watch(True)
+            # Last: a heartbeat dates blocks from the loop thread's CPU since its start, which
+            # the set-up above would otherwise add to the first block.
+            self.backend.start()
             # A ringloop loop reports I/O through its C-level hook; the Python-level hook is
             # process-wide and can never be removed, so it is only installed for loops that
             # need it (stock asyncio, uvloop).
