@@ -141,7 +141,9 @@ def test_throttling_by_the_cgroup_quota(run):
     b = max(blocks, key=lambda b: b["duration"])
     assert b["kind"] == "throttled", b["report"]
     got = sum(c["seconds"] for c in b["causes"] if c["cause"] == "throttled")
-    assert abs(got - want) <= TOL * want + SLACK, f"{got} vs {want}\n{b['report']}"
+    # Throttling comes in chunks of up to a period (100 ms): the scenario's own readings, taken
+    # inside the slice, miss one that falls between the slice's start or end and them.
+    assert abs(got - want) <= max(TOL * want, 0.1) + SLACK, f"{got} vs {want}\n{b['report']}"
     assert "throttled by the cgroup's CPU quota" in b["report"]
     assert "no application line is to blame" in b["report"]
 

@@ -420,16 +420,22 @@ def breakdown(ev: Evidence) -> tuple[list[Cause], int | None]:
         )
     app_cpu: int | None = None
     b, e = ev.base, ev.end
-    # The latest reading from before the slice (recent enough), else the earliest inside it.
+    # The earliest reading inside the slice if it came early (a quarter of the slice at
+    # most: the rest is extrapolated), else the latest from before it. One from before also
+    # counts what happened between it and the slice (the loop thread waking for the slice),
+    # so it is only the fallback, under a CPU quota, when the watchdog ran late.
     usable = [p for p in ev.pre if p.sched is not None and start - ev.max_gap_ns <= p.t_ns < end]
+    if b is not None and b.sched is not None:
+        usable.append(b)
+    inside = [p for p in usable if p.t_ns > start]
     before = [p for p in usable if p.t_ns <= start]
-    p = (
-        max(before, key=lambda p: p.t_ns)
-        if before
-        else min(usable, key=lambda p: p.t_ns, default=None)
-    )
-    if p is not None and (b is None or p.t_ns < b.t_ns):
-        b = p
+    early = min(inside, key=lambda p: p.t_ns, default=None)
+    if early is not None and (early.t_ns - start) * 4 <= dur:
+        b = early
+    elif before:
+        b = max(before, key=lambda p: p.t_ns)
+    else:
+        b = early
     if b is not None and e is not None and b.sched is not None and e.sched is not None:
         lo = max(b.t_ns, start)
         window = end - lo
