@@ -195,7 +195,10 @@ def test_precompressed_siblings_follow_accept_encoding(server):
     assert ("content-encoding" not in h, body) == (True, CSS)
     assert "content-encoding" not in get(server, "/static/style.css")[1]
     # Each representation has its own validator.
-    tags = {get(server, "/static/style.css", {"Accept-Encoding": ae})[1]["etag"] for ae in ("br", "gzip", "")}
+    tags = {
+        get(server, "/static/style.css", {"Accept-Encoding": ae})[1]["etag"]
+        for ae in ("br", "gzip", "")
+    }
     assert len(tags) == 3
 
 
@@ -285,7 +288,10 @@ def test_tls_sends_large_files_through_the_tls_transport(tree, tmp_path):
             ["--static-path-route", "/a", "--static-path-route", "/b", "--static-path-mount", "."],
             "--static-path-route and --static-path-mount: 2 routes for 1 mounts",
         ),
-        (["--static-path-mount", "/nonexistent/dir"], "--static-path-mount: '/nonexistent/dir' is not a directory"),
+        (
+            ["--static-path-mount", "/nonexistent/dir"],
+            "--static-path-mount: '/nonexistent/dir' is not a directory",
+        ),
         (["--static-path-route", "/a"], "--static-path-route: needs a --static-path-mount"),
         (["--static-path-mount", ".", "--static-path-route", "a"], "does not start with '/'"),
         (["--static-path-mount", ".", "--static-path-expires", "soon"], "--static-path-expires"),

@@ -245,7 +245,9 @@ class Config:
         for value in expires:
             if value < 0:
                 raise ConfigError(f"--static-path-expires: must be >= 0, got {value}")
-        return [(r, os.path.abspath(m), int(e)) for r, m, e in zip(routes, mounts, expires)]
+        return [
+            (r, os.path.abspath(m), int(e)) for r, m, e in zip(routes, mounts, expires, strict=True)
+        ]
 
     def max_requests(self, worker: int = 0) -> int | None:
         """This worker's request budget: the limit plus a jitter that spreads restarts."""

@@ -130,7 +130,11 @@ impl HttpConn {
             Ok(Rest::Done(after)) => after,
             Ok(Rest::Large { file, mut offset, mut len }) => {
                 if !Self::send_now(slf, &file, &mut offset, &mut len)? {
-                    this.st.borrow_mut(py)?.static_log = log.map(|l| Box::new((l, status, sent)));
+                    {
+                        let mut st = this.st.borrow_mut(py)?;
+                        st.static_sending = true;
+                        st.static_log = log.map(|l| Box::new((l, status, sent)));
+                    }
                     Self::send_later(slf, file, offset, len)?;
                     return Ok(false);
                 }
@@ -220,7 +224,11 @@ impl HttpConn {
     fn _static_done(slf: &Bound<'_, Self>, ok: bool) -> PyResult<()> {
         let py = slf.py();
         let this = slf.get();
-        let log = this.st.borrow_mut(py)?.static_log.take();
+        let log = {
+            let mut st = this.st.borrow_mut(py)?;
+            st.static_sending = false;
+            st.static_log.take()
+        };
         if !ok || this.is_lost(py)? {
             return Self::close_when_flushed(slf);
         }

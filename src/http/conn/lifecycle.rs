@@ -68,7 +68,7 @@ impl HttpConn {
             // the end of the graceful period.
             let fd = st.io.as_ref().map(|io| io.get().fd());
             let pending = st.h1.buffered() > 0 || fd.is_some_and(|fd| crate::reactor::sys::bytes_waiting(fd) > 0);
-            st.cycle.is_none() && !pending
+            st.cycle.is_none() && !st.static_sending && !pending
         };
         if idle {
             Self::close_when_flushed(slf)?;

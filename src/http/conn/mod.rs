@@ -92,7 +92,9 @@ pub(crate) struct ConnState {
     linger_after: bool,
     /// Half-closed after an error answer: reads are discarded until EOF or `LINGER_NS`.
     pub(crate) lingering: bool,
-    /// A static file's body still being sent by `send_rest`: its access-log line.
+    /// A static file's body is still being sent by `send_rest` (the connection is busy, as
+    /// with a `cycle`), and its access-log line.
+    static_sending: bool,
     static_log: Option<Box<(files::LogLine, u16, u64)>>,
     /// When the current wait began (idle since, or the body's last progress), and when the
     /// current head began: what the timeouts measure.
@@ -560,6 +562,7 @@ impl HttpConn {
                 close_after: false,
                 linger_after: false,
                 lingering: false,
+                static_sending: false,
                 static_log: None,
                 since: now,
                 head_since: now,
@@ -624,7 +627,13 @@ impl HttpConn {
         }
         slf.get().st.borrow_mut(py)?.h1.feed_eof();
         Self::run(slf)?;
-        let busy = slf.get().st.borrow(py)?.cycle.is_some();
+        let (busy, sending) = {
+            let st = slf.get().st.borrow(py)?;
+            (st.cycle.is_some(), st.static_sending)
+        };
+        if sending {
+            return Ok(true); // the static body goes on; the EOF is seen after it (`h1`)
+        }
         if busy {
             cycle::answer_receiver(slf)?;
         } else {
