@@ -108,6 +108,13 @@ class Server:
             )
 
     def _state(self, loop) -> _core.ServerState:
+        state = self._new_state(loop)
+        mounts = self.config.static_mounts()
+        if mounts:
+            state.set_static_files(mounts)
+        return state
+
+    def _new_state(self, loop) -> _core.ServerState:
         c = self.config
         trusted = c.trusted_proxies()
         runner: Any = asgi

@@ -22,6 +22,7 @@
 //! - the request body is read from `h1` only when the application asks (`receive`): unread
 //!   body stays in `h1`'s buffer, and reading the socket pauses when it is full.
 
+mod files;
 mod lifecycle;
 mod output;
 
@@ -91,6 +92,10 @@ pub(crate) struct ConnState {
     linger_after: bool,
     /// Half-closed after an error answer: reads are discarded until EOF or `LINGER_NS`.
     pub(crate) lingering: bool,
+    /// A static file's body is still being sent by `send_rest` (the connection is busy, as
+    /// with a `cycle`), and its access-log line.
+    static_sending: bool,
+    static_log: Option<Box<(files::LogLine, u16, u64)>>,
     /// When the current wait began (idle since, or the body's last progress), and when the
     /// current head began: what the timeouts measure.
     pub(crate) since: u64,
@@ -108,6 +113,8 @@ pub struct HttpConn {
 /// What `process` does next, decided under the borrow.
 enum Step {
     Start(HeadCopy),
+    /// A static file (`files.rs`), answered without the application.
+    Static(Box<files::StaticStep>),
     /// A synchronous native handler's request is waiting for more of its body.
     Collect(u64),
     Stop,
@@ -152,7 +159,9 @@ impl HttpConn {
                     let parts = &mut *st;
                     let step = match parts.h1.poll() {
                         Ok(Event::Head(head)) => {
-                            if server.limit_concurrency.is_some_and(|l| server.in_flight.load(Ordering::Relaxed) >= l) {
+                            if let Some(s) = files::static_answer(server, &head) {
+                                Step::Static(s)
+                            } else if server.limit_concurrency.is_some_and(|l| server.in_flight.load(Ordering::Relaxed) >= l) {
                                 Step::Fail(503, "limit-concurrency")
                             } else {
                                 Step::Start(HeadCopy::from_head(py, &head, &server.root_path_bytes, parts.scope.as_ref()))
@@ -186,6 +195,11 @@ impl HttpConn {
                 }
                 Step::Start(head) => {
                     if !Self::start(slf, head)? {
+                        break;
+                    }
+                }
+                Step::Static(s) => {
+                    if !Self::serve_static(slf, s)? {
                         break;
                     }
                 }
@@ -549,6 +563,8 @@ impl HttpConn {
                 close_after: false,
                 linger_after: false,
                 lingering: false,
+                static_sending: false,
+                static_log: None,
                 since: now,
                 head_since: now,
                 idle_phase: true,
@@ -612,7 +628,13 @@ impl HttpConn {
         }
         slf.get().st.borrow_mut(py)?.h1.feed_eof();
         Self::run(slf)?;
-        let busy = slf.get().st.borrow(py)?.cycle.is_some();
+        let (busy, sending) = {
+            let st = slf.get().st.borrow(py)?;
+            (st.cycle.is_some(), st.static_sending)
+        };
+        if sending {
+            return Ok(true); // the static body goes on; the EOF is seen after it (`h1`)
+        }
         if busy {
             cycle::answer_receiver(slf)?;
         } else {
