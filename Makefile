@@ -11,7 +11,7 @@ RUST_SRC := $(shell find src -name '*.rs') Cargo.toml pyproject.toml
 export PYTHONDONTWRITEBYTECODE := 1
 
 .DEFAULT_GOAL := help
-.PHONY: help demo test test-rust test-fuzz fuzz test-py test-bound stress bench lint build clean autobahn wheel test-wheel
+.PHONY: help demo test test-rust test-fuzz fuzz test-py test-bound test-py314 test-py314-ci test-py315 stress bench lint build clean autobahn wheel test-wheel
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -64,7 +64,7 @@ demo: $(BUILT) ## build, then show ringloop against its peers (primitives, trans
 	@if [ -f examples/blocking_demo.py ]; then $(PY) examples/blocking_demo.py; fi
 	$(PY) examples/pdf_ingest/demo.py --quick
 
-test: test-rust test-fuzz test-py test-bound ## build and run every test (cargo test, a short fuzz run, pytest on both backends)
+test: test-rust test-fuzz test-py test-bound test-py314-ci ## build and run every test (cargo test, a short fuzz run, pytest on both backends; on 3.11, and the loop, transport, conformance, server and watch suites on 3.14)
 
 test-rust: ## unit tests of the sans-I/O Rust modules and reactors
 	cargo test --release --lib -q
@@ -82,6 +82,26 @@ test-py: $(BUILT) ## pytest: behaviour, conformance (CPython's test_asyncio, Aut
 
 test-bound: $(BUILT) ## the io_uring loop, transport and conformance tests again on thread-bound loops
 	RINGLOOP_REQUIRE=1 RINGLOOP_THREAD_BOUND=1 $(PY) -m pytest -q -p no:cacheprovider -k io_uring tests/loop tests/transport tests/conformance
+
+# CPython 3.14 and 3.15 from Debian sid's packages, in a chroot cached outside the checkout
+# (scripts/sid-chroot.sh; RINGLOOP_SID_CHROOT moves it). PY314_TESTS/PY315_TESTS pick the paths.
+SID := scripts/sid-chroot.sh
+# Test builds there skip LTO: the same code, minutes less on a cold machine (the suite tests
+# behaviour, not speed).
+SID_BUILD := CARGO_PROFILE_RELEASE_LTO=off CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16
+PY314_TESTS ?= tests
+PY315_TESTS ?= tests
+test-py314: ## pytest on CPython 3.14 in a Debian sid chroot (made on first use, as root, then cached)
+	$(SID_BUILD) $(SID) run --python 3.14 -- bash scripts/sid-suite.sh $(PY314_TESTS)
+
+# What `make test` runs on 3.14 (the full suite runs on 3.11): the suites where the Python
+# version shows (the loop, its transports, CPython's own test_asyncio, the server, the watch).
+PY314_CI_TESTS := tests/loop tests/transport tests/conformance tests/server tests/watch
+test-py314-ci:
+	$(SID_BUILD) $(SID) run --python 3.14 -- bash scripts/sid-suite.sh $(PY314_CI_TESTS)
+
+test-py315: ## the same on CPython 3.15
+	$(SID_BUILD) $(SID) run --python 3.15 -- bash scripts/sid-suite.sh $(PY315_TESTS)
 
 stress: $(BUILT) ## long read-path stress: 2,000 seeded scenarios per loop kind, cores busy (about 15 min)
 	$(PY) tests/transport/read_order_stress.py --seeds 2000

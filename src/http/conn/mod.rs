@@ -33,7 +33,7 @@ use pyo3::{intern, PyTraverseError, PyVisit};
 
 use super::asgi;
 use super::body::Collected;
-use super::host::Host;
+use super::host::{Host, RequestName};
 use super::native;
 use super::cycle::{self, Cycle};
 use super::request::{self, HeadCopy};
@@ -245,7 +245,7 @@ impl HttpConn {
                 match server.app.bind(py).call1((scope, c.receive.bind(py), c.send_fn.bind(py))) {
                     // The app's own coroutine is the task's (no wrapper frame): how it ended is
                     // read off the task (`asgi::watch`).
-                    Ok(coro) => Self::spawn(slf, &coro, Some(c.send.bind(py)))?,
+                    Ok(coro) => Self::spawn(slf, &coro, Some(c.send.bind(py)), Some((head.method.bind(py), head.path.bind(py))))?,
                     Err(e) => c.send.get().failed(py, &e.into_value(py).into_bound(py))?,
                 }
                 let old = this.st.borrow_mut(py)?.spare.replace(c);
@@ -277,7 +277,7 @@ impl HttpConn {
                     submit.bind(py).call1((server.app.bind(py), request, receive, send))?;
                 } else {
                     let coro = server.runner.bind(py).call_method1(intern!(py, "run_async"), (server.app.bind(py), request, receive, send))?;
-                    Self::spawn(slf, &coro, None)?;
+                    Self::spawn(slf, &coro, None, Some((head.method.bind(py), head.path.bind(py))))?;
                 }
             }
         }
@@ -286,8 +286,9 @@ impl HttpConn {
 
     /// Run `coro` for the current request in the connection's host task (`host.rs`), or,
     /// while a coroutine of an earlier request still runs there, in a task of its own whose
-    /// first step runs now. `send`: told how it ended (ASGI).
-    pub(crate) fn spawn(slf: &Bound<'_, Self>, coro: &Bound<'_, PyAny>, send: Option<&Bound<'_, asgi::Send>>) -> PyResult<()> {
+    /// first step runs now. `send`: told how it ended (ASGI). `request`: the method and path
+    /// the host task is named after.
+    pub(crate) fn spawn(slf: &Bound<'_, Self>, coro: &Bound<'_, PyAny>, send: Option<&Bound<'_, asgi::Send>>, request: RequestName<'_, '_>) -> PyResult<()> {
         let py = slf.py();
         let this = slf.get();
         let existing = this.st.borrow(py)?.host.as_ref().map(|h| h.clone_ref(py));
@@ -302,7 +303,7 @@ impl HttpConn {
         };
         if !host.get().busy(py)? {
             watch::note_hosted(this, py)?;
-            return Host::run_first_step(host.bind(py), this.loop_(py), coro, send.map(|s| s.clone().unbind()));
+            return Host::run_first_step(host.bind(py), this.loop_(py), coro, send.map(|s| s.clone().unbind()), request);
         }
         let task = Self::spawn_task(slf, coro)?;
         watch::note_spawned(this, py, &task)?;
