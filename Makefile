@@ -118,8 +118,8 @@ bench: $(BUILT) ## every benchmark, peers side by side; results in benchmarks/re
 
 lint: $(STAMP) ## cargo clippy, ruff, and the .pyi stub checked against the module
 	cargo clippy --release --all-targets -q -- -D warnings
-	$(VENV)/bin/ruff check python tests benchmarks examples
-	$(VENV)/bin/ruff format --check python tests benchmarks examples
+	$(VENV)/bin/ruff check python tests benchmarks examples scripts
+	$(VENV)/bin/ruff format --check python tests benchmarks examples scripts
 	$(PY) -m mypy.stubtest ringloop._core --ignore-missing-stub
 
 clean: ## remove build outputs, wheels and the venv

@@ -30,14 +30,14 @@ from pathlib import Path
 import ringloop
 from ringloop.watch import BlockingError, no_blocking
 
-APP = '''
+APP = """
 async def app(scope, receive, send):
     if scope["type"] != "http":
         return
     await send({"type": "http.response.start", "status": 200,
                 "headers": [(b"content-type", b"text/plain")]})
     await send({"type": "http.response.body", "body": b"hello from the wheel"})
-'''
+"""
 
 
 def check_installed() -> None:
@@ -91,7 +91,9 @@ def check_serve(workdir: Path) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    print(f"serve: `ringloop serve` answered GET / on 127.0.0.1:{port} with 200, stopped on SIGTERM")
+    print(
+        f"serve: `ringloop serve` answered GET / on 127.0.0.1:{port} with 200, stopped on SIGTERM"
+    )
 
 
 def blocking_handler() -> None:

@@ -257,21 +257,26 @@ def test_requests_run_concurrently(wsgi):
 
 @pytest.mark.parametrize("gap", [0.0, 0.05])
 def test_a_sleeping_request_does_not_stall_a_fast_one(wsgi, gap):
-    # A worker blocked inside the application (time.sleep releases the GIL) must not keep the
-    # request behind it waiting: sent at once (queued while the sleeping worker still looks
-    # available) or 50 ms later, the fast request is answered while the slow one still sleeps.
+    # A worker blocked inside the application (here a barrier that only this test releases;
+    # waiting releases the GIL, as a sleep does) must not keep the request behind it waiting:
+    # sent at once (queued while the blocked worker still looks available) or 50 ms later,
+    # the fast request is answered while the blocked one still waits — by construction, as
+    # nothing releases it until the fast answer is in. Were the fast request stalled behind
+    # the blocked one, it would never be answered (the read times out and the test fails).
+    key = f"stall-{gap}"
     slow = wsgi.raw(timeout=20)
     fast = wsgi.raw(timeout=20)
+    release = wsgi.raw(timeout=20)
     try:
-        slow.send(request("GET", "/sleep?s=4"))
-        time.sleep(gap)
-        start = time.monotonic()
+        slow.send(request("GET", f"/barrier?n=2&key={key}"))
+        time.sleep(gap)  # the two orders the wake policy treats differently, not a wait
         fast.send(request("GET", "/pid"))
         assert fast.read_response().status == 200
-        assert time.monotonic() - start < 2.0
-        r = slow.read_response()
-        assert (r.status, r.body) == (200, b"slept")
-        assert time.monotonic() - start > 3.0
+        release.send(request("GET", f"/barrier?n=2&key={key}"))
+        for c in (slow, release):
+            r = c.read_response()
+            assert (r.status, r.body) == (200, b"met")
     finally:
         slow.close()
         fast.close()
+        release.close()

@@ -37,8 +37,11 @@ BLOCK = 0.005
 class BlockingSink(asyncio.Protocol):
     """Takes an upload, blocking the loop after every read; notes when its EOF came."""
 
-    def __init__(self, finished: list[float], all_in: asyncio.Future) -> None:
-        self.finished, self.all_in, self.got = finished, all_in, 0
+    def __init__(self, finished: list[float], all_in: asyncio.Future, made: list[int]) -> None:
+        self.finished, self.all_in, self.got, self.made = finished, all_in, 0, made
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.made.append(1)
 
     def data_received(self, data: bytes) -> None:
         self.got += len(data)
@@ -56,7 +59,10 @@ def test_uploads_behind_a_blocking_handler_finish_together(loop) -> None:
 
     async def main() -> float:
         all_in = loop.create_future()
-        server = await loop.create_server(lambda: BlockingSink(finished, all_in), "127.0.0.1", 0)
+        made: list[int] = []
+        server = await loop.create_server(
+            lambda: BlockingSink(finished, all_in, made), "127.0.0.1", 0
+        )
         port = server.sockets[0].getsockname()[1]
         go = threading.Event()
         socks = [socket.create_connection(("127.0.0.1", port)) for _ in range(CLIENTS)]
@@ -69,7 +75,10 @@ def test_uploads_behind_a_blocking_handler_finish_together(loop) -> None:
         threads = [threading.Thread(target=upload, args=(s,), daemon=True) for s in socks]
         for t in threads:
             t.start()
-        await asyncio.sleep(0.2)  # every connection accepted before the uploads start
+        # Every connection accepted (its protocol made) before the uploads start: an event,
+        # not a pause that a loaded machine may not finish accepting in.
+        while len(made) < CLIENTS:
+            await asyncio.sleep(0.01)
         start = time.monotonic()
         go.set()
         try:

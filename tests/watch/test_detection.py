@@ -1,7 +1,10 @@
 """The line that blocked: each kind of blocking call is caught, at the right line, on every loop.
 
-Blocks last 60 ms against a 10 ms threshold, so timing noise on a shared machine cannot turn
-a pass into a fail. Each blocking call sits on its own line, found with `_line_of`.
+Blocks last 60 ms against a 10 ms threshold. Each blocking call sits on its own line, found
+with `_line_of`. Nothing here depends on an idle machine: durations are checked against bounds
+that contain them by construction (the call timed inside the slice, the run or the steps around
+it), and a test judges the blocks reported in the code it runs (`_in`): a loaded machine may
+preempt the loop past the threshold anywhere, which the watch rightly reports as a block.
 """
 
 from __future__ import annotations
@@ -34,12 +37,33 @@ def _app_kind(block) -> str:
 
 
 def _check(block, func, marker, min_duration=BLOCK, max_duration=None):
+    """`max_duration`: the wall time of the whole run the block happened in (a block cannot
+    outlast it however loaded the machine is); `min_duration` what the blocking call takes at
+    least."""
     assert block.line is not None, str(block)
     assert block.line.filename == __file__, str(block)
     assert block.line.lineno == _line_of(func, marker), str(block)
     assert block.duration >= min_duration * 0.9, str(block)
-    assert block.duration < (max_duration or min_duration + 0.5), str(block)
+    if max_duration is not None:
+        assert block.duration <= max_duration, str(block)
     assert block.sample_count >= 1
+
+
+def _timed(run, main):
+    """`run(main)` and the wall time it took: the upper bound of any block inside it."""
+    t0 = time.monotonic()
+    result = run(main)
+    return result, time.monotonic() - t0
+
+
+def _in(func, blocks):
+    """The blocks reported at a line of `func`. On a loaded machine the loop can be preempted
+    past the threshold anywhere (a wall-clock block the watch rightly reports); those name
+    other code, and are not what these tests are about."""
+    lines, first = inspect.getsourcelines(func)
+    span = range(first, first + len(lines))
+    return [b for b in blocks if b.line is not None and b.line.filename == __file__
+            and b.line.lineno in span]  # fmt: skip
 
 
 async def sleeper():
@@ -48,9 +72,26 @@ async def sleeper():
     await asyncio.sleep(0)
 
 
+async def _release_later(action) -> threading.Event:
+    """A thread that runs `action` BLOCK after the returned event is set. It is started in a
+    step of its own: starting a thread waits for it to run, which on a loaded machine can
+    take longer than the block itself, and would be reported in its place."""
+    go = threading.Event()
+
+    def later() -> None:
+        go.wait()
+        time.sleep(BLOCK)
+        action()
+
+    threading.Thread(target=later, daemon=True).start()
+    await asyncio.sleep(0)
+    return go
+
+
 async def socket_reader():
     a, b = socket.socketpair()
-    threading.Timer(BLOCK, b.send, args=(b"x",)).start()
+    go = await _release_later(lambda: b.send(b"x"))
+    go.set()
     try:
         a.recv(1)  # BLOCKS-recv
     finally:
@@ -60,7 +101,8 @@ async def socket_reader():
 
 async def pipe_reader():
     r, w = os.pipe()
-    threading.Timer(BLOCK, os.write, args=(w, b"x")).start()
+    go = await _release_later(lambda: os.write(w, b"x"))
+    go.set()
     try:
         os.read(r, 1)  # BLOCKS-pipe
     finally:
@@ -71,7 +113,8 @@ async def pipe_reader():
 async def lock_waiter():
     lock = threading.Lock()
     lock.acquire()
-    threading.Timer(BLOCK, lock.release).start()
+    go = await _release_later(lock.release)
+    go.set()
     lock.acquire()  # BLOCKS-lock
     lock.release()
 
@@ -88,9 +131,12 @@ def _slow_query_sql() -> str:
     )
 
 
-async def sqlite_query():
+async def sqlite_query(took: list[float] | None = None):
     db = sqlite3.connect(":memory:")
+    t0 = time.monotonic()
     db.execute(_slow_query_sql()).fetchone()  # BLOCKS-sqlite
+    if took is not None:
+        took.append(time.monotonic() - t0)
     db.close()
 
 
@@ -110,10 +156,13 @@ def test_blocking_call_found_at_its_line(run, func, marker, kinds):
             await asyncio.create_task(func(), name="culprit")
         return nb.blocks
 
-    blocks = run(main)
-    assert len(blocks) == 1, "\n\n".join(map(str, blocks))
+    everything, took = _timed(run, main)
+    # The block of the marked line (a block reported at another line of `func` is its set-up,
+    # delayed on a loaded machine; a block misattributed leaves none at the marked line).
+    blocks = [b for b in _in(func, everything) if b.line.lineno == _line_of(func, marker)]
+    assert len(blocks) == 1, "\n\n".join(map(str, everything))
     block = blocks[0]
-    _check(block, func, marker)
+    _check(block, func, marker, max_duration=took)
     assert block.task_name == "culprit"
     assert func.__name__ in block.coroutine
     # The application's own share has the kind; on a loaded machine waiting for a CPU may be
@@ -130,15 +179,22 @@ def test_sqlite_query_found_at_its_line(run):
     if took < 4 * THRESHOLD:
         pytest.skip(f"this machine runs the query too fast ({took * 1000:.1f} ms) to block")
 
+    inside = []
+
     async def main():
         async with no_blocking(THRESHOLD, action="log") as nb:
-            await asyncio.create_task(sqlite_query(), name="culprit")
+            await asyncio.create_task(sqlite_query(inside), name="culprit")
         return nb.blocks
 
-    blocks = run(main)
-    assert len(blocks) == 1
-    # The query runs as long as the (shared) CPU allows: only the lower bound is tight.
-    _check(blocks[0], sqlite_query, "BLOCKS-sqlite", min_duration=took * 0.5, max_duration=30)
+    everything, took = _timed(run, main)
+    blocks = _in(sqlite_query, everything)
+    assert len(blocks) == 1, "\n\n".join(map(str, everything))
+    # The slice contains the query: where slices are timed exactly (ringloop, asyncio's
+    # handles) it lasted at least as long as the query timed itself on the loop thread, however
+    # fast or loaded the machine is. The heartbeat backend (uvloop) sees a block from a
+    # watchdog thread, which a loaded machine schedules late: half of it is all it promises.
+    least = inside[0] / 0.9 if blocks[0].backend != "heartbeat" else inside[0] * 0.5
+    _check(blocks[0], sqlite_query, "BLOCKS-sqlite", min_duration=least, max_duration=took)
 
 
 def test_block_inside_a_single_step_scope(run):
@@ -158,16 +214,20 @@ def test_block_inside_a_single_step_scope(run):
 def test_duration_is_accurate_on_asyncio():
     async def main():
         async with no_blocking(THRESHOLD, action="log") as nb:
+            before = time.monotonic()  # in the step before the timed one
             await asyncio.sleep(0)
             t0 = time.monotonic()
             time.sleep(0.1)
             truth = time.monotonic() - t0
             await asyncio.sleep(0)
-        return nb.blocks, truth
+            after = time.monotonic()  # in the step after it
+        return nb.blocks, truth, after - before
 
-    (block,), truth = asyncio.run(main())
-    # Slice timing includes the few statements around the sleep: microseconds, not ms.
-    assert abs(block.duration - truth) < max(0.05 * truth, 0.002), (block.duration, truth)
+    blocks, truth, around = asyncio.run(main())
+    [block] = [b for b in blocks if b.line is not None and "time.sleep(0.1)" in b.line.line]
+    # The slice contains the sleep and is contained in the two steps around it: exact bounds
+    # whatever the load (an idle machine puts both within microseconds of the truth).
+    assert truth <= block.duration <= around, (block.duration, truth, around)
 
 
 def test_samples_never_cross_slices(run):
@@ -184,14 +244,27 @@ def test_samples_never_cross_slices(run):
             await two_blocks()
         return nb.blocks
 
-    blocks = run(main)
-    assert len(blocks) == 2, "\n\n".join(map(str, blocks))
-    first, second = blocks
-    assert first.line.lineno == _line_of(two_blocks, "# FIRST")
-    assert second.line.lineno == _line_of(two_blocks, "# SECOND")
-    for block in blocks:
+    everything = run(main)
+    first, second = _line_of(two_blocks, "# FIRST"), _line_of(two_blocks, "# SECOND")
+    report = "\n\n".join(map(str, everything))
+    ours = {f"{_rel()}:{n} in two_blocks" for n in (first, second)}
+    in_two_blocks = _in(two_blocks, everything)
+    named = [b.line.lineno for b in in_two_blocks]
+    for block in everything:
         lines = {loc for loc, _ in block.samples}
-        assert lines == {f"{_rel()}:{block.line.lineno} in two_blocks"}, block.samples
+        own = {f"{_rel()}:{block.line.lineno} in two_blocks"} if block in in_two_blocks else set()
+        # No slice's samples name the other slice's line (nor a report of other code ours).
+        # Other lines of the same slice may appear (main's line before two_blocks' frame was
+        # entered, sampled on a loaded machine): they are this slice's, not another's.
+        assert lines & ours == own, block.samples
+    if everything and everything[0].backend == "ringloop":
+        # The native sampler stops the loop thread with a signal: every block is sampled.
+        assert named == [first, second], report
+    else:
+        # The Python samplers need the GIL and a CPU: on a loaded machine a block may go
+        # unsampled (reported at the next await, without a line), never sampled wrong.
+        assert named in ([first, second], [first], [second], []), report
+        assert len(everything) >= 2, report
 
 
 def _rel() -> str:
@@ -249,7 +322,8 @@ def test_scope_outside_the_loop_watches_loops_run_inside():
     with pytest.raises(BlockingError) as info:
         with no_blocking(THRESHOLD):
             blocking_app()
-    assert "handler" in info.value.blocks[0].coroutine
+    # A loaded machine may add blocks elsewhere (the loop preempted): the handler's is there.
+    assert any("handler" in (b.coroutine or "") for b in info.value.blocks), str(info.value)
 
 
 def test_plain_callback_and_timer_are_described():
@@ -295,14 +369,23 @@ def test_protocol_callback_is_timed():
     assert "_read_ready" in blocks[0].callback
 
 
+MARKS = ("BLOCKS-gil", "NEXT-await")
+
+
+def _cpu_cost(fn, arg) -> float:
+    t0 = time.thread_time()
+    fn(arg)
+    return time.thread_time() - t0
+
+
 def test_gil_holding_c_call_is_reported_without_a_line_or_with_one(run):
     """A C call holding the GIL cannot be sampled from Python: the block is still reported,
     and the report points near it (a late sample or the task's next await)."""
 
     n = 10**6
-    t0 = time.perf_counter()
-    sum(range(n))
-    per = time.perf_counter() - t0
+    # The best of five: the call's cost on a CPU of its own. The block then holds at least
+    # BLOCK of CPU work, and so at least BLOCK of wall time, however loaded the machine is.
+    per = min(_cpu_cost(sum, range(n)) for _ in range(5))
     n = int(n * (BLOCK / max(per, 1e-6)))
 
     async def gil_holder():
@@ -315,8 +398,14 @@ def test_gil_holding_c_call_is_reported_without_a_line_or_with_one(run):
             await gil_holder()
         return nb.blocks
 
-    blocks = run(main)
-    assert len(blocks) == 1
+    everything = run(main)
+    blocks = [
+        b
+        for b in everything
+        if (b.line or b.next_await) is not None
+        and (b.line or b.next_await).lineno in {_line_of(gil_holder, m) for m in MARKS}
+    ]
+    assert len(blocks) == 1, "\n\n".join(map(str, everything))
     b = blocks[0]
     expected = {_line_of(gil_holder, "BLOCKS-gil"), _line_of(gil_holder, "NEXT-await")}
     found = b.line.lineno if b.line is not None else b.next_await.lineno
