@@ -11,7 +11,7 @@ RUST_SRC := $(shell find src -name '*.rs') Cargo.toml pyproject.toml
 export PYTHONDONTWRITEBYTECODE := 1
 
 .DEFAULT_GOAL := help
-.PHONY: help demo test test-rust test-fuzz fuzz test-py test-bound stress bench lint build clean autobahn
+.PHONY: help demo test test-rust test-fuzz fuzz test-py test-bound test-py314 test-py314-ci test-py315 stress bench lint build clean autobahn wheel test-wheel
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -28,6 +28,34 @@ $(BUILT): $(STAMP) $(RUST_SRC)
 
 build: $(BUILT) ## build the native module (release) into .venv
 
+# Wheels. Built here, on Debian bookworm (glibc 2.36), for the policy manylinux_2_34: the
+# oldest one a build linked against glibc >= 2.34 can meet (2.34 moved pthread_* into libc
+# under new symbol versions, and std's threads use them), and one pip accepts on every glibc
+# from 2.34 up: Debian bookworm (2.36) and newer, Ubuntu 22.04 (2.35), RHEL 9 (2.34).
+# `--compatibility` makes maturin's own auditwheel check fail the build if the extension
+# needs a newer symbol or links a library outside the policy. The 3.14 wheel is built here
+# too (maturin knows 3.14's ABI without the interpreter), not in the sid chroot: a build
+# against sid's newer glibc would need a newer policy than bookworm's pip accepts.
+DIST          ?= dist
+MANYLINUX     ?= manylinux_2_34
+PYENV_VERSIONS ?= $(HOME)/.pyenv/versions
+WHEEL_PYTHONS ?= $(PYTHON) $(PYENV_VERSIONS)/3.12.1/bin/python3.12 $(PYENV_VERSIONS)/3.13.0/bin/python3.13 python3.14
+
+wheel: $(STAMP) ## manylinux_2_34 wheels for CPython 3.11-3.14 and an sdist, into dist/ (about 2 min per wheel)
+	rm -rf $(DIST)
+	$(VENV)/bin/maturin build --release --compatibility $(MANYLINUX) --auditwheel check --out $(DIST) -i $(WHEEL_PYTHONS)
+	$(VENV)/bin/maturin sdist --out $(DIST)
+	@ls -1 $(DIST)
+
+test-wheel: wheel ## install each wheel in a fresh venv with no Rust on PATH and smoke-test the loop, serve and the watch (3.11; 3.14 in the sid chroot)
+	bash scripts/test-wheel.sh $(PYTHON) $(DIST)
+	@if [ -x scripts/sid-chroot.sh ]; then \
+		scripts/sid-chroot.sh ensure && \
+		scripts/sid-chroot.sh run -- bash $(CURDIR)/scripts/test-wheel.sh python3.14 $(abspath $(DIST)); \
+	else \
+		echo "test-wheel: no scripts/sid-chroot.sh in this checkout: the 3.14 wheel was built but not installed"; \
+	fi
+
 demo: $(BUILT) ## build, then show ringloop against its peers (primitives, transports, HTTP, WebSocket), a blocked loop caught, and the PDF-ingest service with the requests that blocked
 	$(PY) benchmarks/run.py primitives --quick
 	$(PY) benchmarks/run.py transports --quick
@@ -36,7 +64,7 @@ demo: $(BUILT) ## build, then show ringloop against its peers (primitives, trans
 	@if [ -f examples/blocking_demo.py ]; then $(PY) examples/blocking_demo.py; fi
 	$(PY) examples/pdf_ingest/demo.py --quick
 
-test: test-rust test-fuzz test-py test-bound ## build and run every test (cargo test, a short fuzz run, pytest on both backends)
+test: test-rust test-fuzz test-py test-bound test-py314-ci ## build and run every test (cargo test, a short fuzz run, pytest on both backends; on 3.11, and the loop, transport, conformance, server and watch suites on 3.14)
 
 test-rust: ## unit tests of the sans-I/O Rust modules and reactors
 	cargo test --release --lib -q
@@ -54,6 +82,26 @@ test-py: $(BUILT) ## pytest: behaviour, conformance (CPython's test_asyncio, Aut
 
 test-bound: $(BUILT) ## the io_uring loop, transport and conformance tests again on thread-bound loops
 	RINGLOOP_REQUIRE=1 RINGLOOP_THREAD_BOUND=1 $(PY) -m pytest -q -p no:cacheprovider -k io_uring tests/loop tests/transport tests/conformance
+
+# CPython 3.14 and 3.15 from Debian sid's packages, in a chroot cached outside the checkout
+# (scripts/sid-chroot.sh; RINGLOOP_SID_CHROOT moves it). PY314_TESTS/PY315_TESTS pick the paths.
+SID := scripts/sid-chroot.sh
+# Test builds there skip LTO: the same code, minutes less on a cold machine (the suite tests
+# behaviour, not speed).
+SID_BUILD := CARGO_PROFILE_RELEASE_LTO=off CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16
+PY314_TESTS ?= tests
+PY315_TESTS ?= tests
+test-py314: ## pytest on CPython 3.14 in a Debian sid chroot (made on first use, as root, then cached)
+	$(SID_BUILD) $(SID) run --python 3.14 -- bash scripts/sid-suite.sh $(PY314_TESTS)
+
+# What `make test` runs on 3.14 (the full suite runs on 3.11): the suites where the Python
+# version shows (the loop, its transports, CPython's own test_asyncio, the server, the watch).
+PY314_CI_TESTS := tests/loop tests/transport tests/conformance tests/server tests/watch
+test-py314-ci:
+	$(SID_BUILD) $(SID) run --python 3.14 -- bash scripts/sid-suite.sh $(PY314_CI_TESTS)
+
+test-py315: ## the same on CPython 3.15
+	$(SID_BUILD) $(SID) run --python 3.15 -- bash scripts/sid-suite.sh $(PY315_TESTS)
 
 stress: $(BUILT) ## long read-path stress: 2,000 seeded scenarios per loop kind, cores busy (about 15 min)
 	$(PY) tests/transport/read_order_stress.py --seeds 2000
@@ -74,5 +122,5 @@ lint: $(STAMP) ## cargo clippy, ruff, and the .pyi stub checked against the modu
 	$(VENV)/bin/ruff format --check python tests benchmarks examples
 	$(PY) -m mypy.stubtest ringloop._core --ignore-missing-stub
 
-clean: ## remove build outputs and the venv
-	rm -rf target $(VENV)
+clean: ## remove build outputs, wheels and the venv
+	rm -rf target $(DIST) $(VENV)

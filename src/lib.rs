@@ -22,7 +22,12 @@ fn native_sampler_available() -> bool {
     watch::sampler::available()
 }
 
-#[pymodule]
+// gil_used = true: the loop's state lives in `GilCell`s, which are sound only because the GIL
+// serialises every access (eventloop/gil_cell.rs). Since PyO3 0.28 a module declares
+// free-threading support unless it says otherwise; this keeps a free-threaded interpreter
+// (3.14t) turning the GIL back on when it imports us. docs/free-threading.md is the plan for
+// lifting it.
+#[pymodule(gil_used = true)]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<eventloop::core::LoopCore>()?;
     m.add_class::<eventloop::handle::Handle>()?;

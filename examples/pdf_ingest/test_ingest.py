@@ -108,7 +108,11 @@ async def test_blocking_endpoint_is_reported(client, pdf):
     block = max(blocks, key=lambda b: b.duration)
     assert block.duration >= 0.01
     assert block.task_name and block.coroutine
-    assert block.kind in ("socket", "http", "dns", "network", "cpu", "wait", "gil")
+    # The application's own share has the I/O or CPU kind; on a loaded machine waiting for a
+    # CPU (or collection) may be the largest share, and so the block's kind.
+    own = next(c.cause for c in block.causes if c.application)
+    assert own in ("socket", "http", "dns", "network", "cpu", "wait")
+    assert block.kind in (own, "starved", "throttled", "gc", "gil")
     # The time went to both halves of the handler: the put_object line and the extraction.
     where = [loc for loc, _ in block.samples]
     assert any(loc.endswith(f"app.py:{PUT_LINE} in ingest_blocking") for loc in where), where

@@ -213,8 +213,8 @@ class SockOpsMixin:
         `SendfileNotAvailableError` sends the caller to its read()+sendall fallback. It is raised
         for files that are not regular files, and when sendfile(2) fails before any byte went
         out (the socket or file system does not support it), when falling back is still safe.
-        Afterwards the file position is `offset + bytes sent`, as with the fallback, even when
-        the transfer failed or was cancelled.
+        Once sendfile(2) was tried, the file position is `offset + bytes sent`, as with the
+        fallback, even when the transfer sent nothing, failed or was cancelled.
         """
         _check_sock(sock)
         if not hasattr(os, "sendfile"):
@@ -239,10 +239,11 @@ class SockOpsMixin:
             return await self._sock_wait(sock, True, self._sock_settle, job.step)
         finally:
             # os.sendfile() leaves the file position alone; move it past what was sent, as the
-            # fallback does. file.seek() rather than os.lseek() so that a buffered file drops
-            # its read-ahead instead of reporting a stale tell().
-            if job.sent:
-                file.seek(offset + job.sent)
+            # fallback and asyncio's native path do, even when nothing was sent (an offset at
+            # the end of the file: the position is still `offset`, not where the caller left
+            # it). file.seek() rather than os.lseek() so that a buffered file drops its
+            # read-ahead instead of reporting a stale tell().
+            file.seek(offset + job.sent)
 
 
 class _Sendfile:

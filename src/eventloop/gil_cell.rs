@@ -18,8 +18,9 @@ pub struct GilCell<T>(RefCell<T>);
 // take a `Python<'_>` token, i.e. with the GIL held, so two threads never touch it at once. A
 // `&mut T` obtained under the GIL may be used by the same thread after releasing the GIL
 // (`py.detach`) because the RefCell stays marked as borrowed: any other thread that takes the
-// GIL meanwhile sees the flag and gets an error. This build never targets free-threaded Python
-// (the module does not declare `gil_used = false`).
+// GIL meanwhile sees the flag and gets an error. This build never runs without the GIL: the
+// module declares `gil_used = true` (lib.rs), so a free-threaded interpreter re-enables the
+// GIL when it imports it (docs/free-threading.md).
 unsafe impl<T: Send> Sync for GilCell<T> {}
 
 fn busy() -> PyErr {

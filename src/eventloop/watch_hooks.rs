@@ -70,6 +70,12 @@ impl LoopCore {
         Ok(self.watch.sampler.borrow(py)?.as_ref().map(|s| s.samples(seq)).unwrap_or_default())
     }
 
+    /// Run delay (ns) the native sampler's signals caused the loop thread in slice `seq`
+    /// (a sleeping thread woken to run the handler): not starvation.
+    fn _native_signal_delay(&self, py: Python<'_>, seq: u64) -> PyResult<u64> {
+        Ok(self.watch.sampler.borrow(py)?.as_ref().map_or(0, |s| s.signal_delay(seq)))
+    }
+
     /// Set the histogram bounds (ns, ascending) and reset the slice totals.
     fn _slice_stats_reset(&self, py: Python<'_>, bounds_ns: Vec<u64>) -> PyResult<()> {
         *self.watch.stats.borrow_mut(py)? = SliceStats::with_bounds(bounds_ns);

@@ -26,14 +26,18 @@
 //!   returned, absorbed (`uncancel`) like the end of a cancelled task;
 //! - a cancel the coroutine did not absorb is reset at its end (`uncancel` until
 //!   `cancelling()` is 0), so it does not leak into the next request's `asyncio.timeout`;
-//! - `asyncio.all_tasks()` lists one task per connection, named `ringloop.http`.
+//! - `asyncio.all_tasks()` lists one task per connection, named after the request it runs or
+//!   ran last (`GET /path`, what `python -m asyncio ps`/`pstree` show on 3.14; `ringloop.http`
+//!   before the first). The name is set when a request starts, unless the method and path are
+//!   the very objects of the last one (keep-alive reuses them for a repeated target): an
+//!   identity check, so a connection that repeats a request pays nothing for its name.
 
 use pyo3::exceptions::asyncio::CancelledError as PyCancelledError;
 use pyo3::exceptions::{PyKeyboardInterrupt, PySystemExit};
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{IntoPyDict, PyDict};
+use pyo3::types::{IntoPyDict, PyDict, PyString};
 use pyo3::{intern, PyTraverseError, PyVisit};
 
 use super::asgi::Send;
@@ -61,7 +65,12 @@ struct HostState {
     handoff: Option<Option<Py<PyAny>>>,
     /// The connection is gone: the task ends once idle.
     closing: bool,
+    /// The method and path the task is named after (compared by identity).
+    named: Option<(Py<PyString>, Py<PyString>)>,
 }
+
+/// The request a first step starts: its method and decoded path, to name the task after.
+pub(crate) type RequestName<'a, 'py> = Option<(&'a Bound<'py, PyString>, &'a Bound<'py, PyString>)>;
 
 /// The coroutine of a connection's task (see the module docs).
 #[pyclass(module = "ringloop._core", frozen)]
@@ -239,9 +248,13 @@ impl Host {
         loop_: &Bound<'_, PyAny>,
         aw: &Bound<'_, PyAny>,
         send: Option<Py<Send>>,
+        request: RequestName<'_, '_>,
     ) -> PyResult<()> {
         let py = slf.py();
         let task = Self::task(slf, loop_)?;
+        if let Some((method, path)) = request {
+            Self::name(slf, &task, method, path)?;
+        }
         let coro = match awaitable_iter(aw) {
             Ok(c) => c,
             Err(e) => return Self::report(py, send.as_ref(), Stepped::Raised(e)),
@@ -316,6 +329,20 @@ impl Host {
         st.task = Some(task.clone().unbind());
         st.loop_ = Some(loop_.clone().unbind());
         Ok(task)
+    }
+
+    /// Name the task `METHOD path` unless it already is (see the module docs).
+    fn name(slf: &Bound<'_, Self>, task: &Bound<'_, PyAny>, method: &Bound<'_, PyString>, path: &Bound<'_, PyString>) -> PyResult<()> {
+        let py = slf.py();
+        if let Some((m, p)) = slf.get().st.borrow(py)?.named.as_ref() {
+            if m.is(method) && p.is(path) {
+                return Ok(());
+            }
+        }
+        let name = PyString::new(py, &format!("{method} {path}"));
+        task.call_method1(intern!(py, "set_name"), (name,))?;
+        slf.get().st.borrow_mut(py)?.named = Some((method.clone().unbind(), path.clone().unbind()));
+        Ok(())
     }
 
     /// Tell the request how its coroutine ended (ASGI's `send`); `Err` for what must stop the loop.

@@ -295,7 +295,7 @@ pub(crate) fn call(conn: &Bound<'_, HttpConn>, id: u64, request: &Bound<'_, Requ
             // A file or an iterator: the Python writer sends it, in a task.
             let send = Py::new(py, Send { conn: conn.clone().unbind(), cycle: id.into(), ws: false })?;
             let coro = server.runner.bind(py).call_method1(intern!(py, "stream"), (send, answer))?;
-            HttpConn::spawn(conn, &coro, None)
+            HttpConn::spawn(conn, &coro, None, None)
         }
         Err(e) => {
             if e.is_instance_of::<pyo3::exceptions::PyKeyboardInterrupt>(py) || e.is_instance_of::<pyo3::exceptions::PySystemExit>(py) {

@@ -127,6 +127,8 @@ pub struct ServerState {
     pub(crate) track_requests: AtomicBool,
     next_id: AtomicU64,
     pub(crate) conns: GilCell<HashMap<u64, Py<HttpConn>>>,
+    /// `--static-path-*`: directories served before the application (`files`), set once.
+    pub(crate) files: std::sync::OnceLock<super::files::Mounts>,
 }
 
 impl ServerState {
@@ -288,7 +290,15 @@ impl ServerState {
             track_requests: AtomicBool::new(false),
             next_id: AtomicU64::new(0),
             conns: GilCell::new(HashMap::new()),
+            files: std::sync::OnceLock::new(),
         })
+    }
+
+    /// `--static-path-*`: `(route, directory, expires seconds)` per mount, set once before
+    /// serving. A bad route or directory is a `ValueError` naming the flag.
+    fn set_static_files(&self, mounts: Vec<(String, String, u64)>) -> PyResult<()> {
+        let m = super::files::Mounts::new(&mounts).map_err(PyValueError::new_err)?;
+        self.files.set(m).map_err(|_| PyValueError::new_err("static files are already set"))
     }
 
     /// The state lifespan's startup left (`scope["state"]` is a shallow copy of it per request).

@@ -25,6 +25,12 @@
 //!   and after the dump.
 //! - Output format: `  File "path", line N in name` per frame, most recent first.
 //!
+//! A signal wakes a sleeping loop thread, which then waits for a CPU only to run the handler:
+//! on a loaded machine that adds run delay that delays nothing (the sleep goes on). The watch
+//! counts run delay as starvation (`ringloop.watch.causes`), so for a thread found sleeping the
+//! sampler reads its run delay (`schedstat`) before and after the dump and keeps the
+//! difference per slice (`signal_delay`), for the watch to take out.
+//!
 //! Each sample also says whether the loop thread was on (or waiting for) a CPU, read from
 //! `/proc/self/task/<tid>/stat` *before* the signal: the thread's own CPU clock cannot tell a
 //! wait from work here, because every signal wakes a waiting thread (EINTR, the GIL taken
@@ -74,9 +80,23 @@ const MAX_SAMPLES_PER_SLICE: usize = 256;
 struct Store {
     current: Option<(u64, Vec<Sample>)>,
     last: Option<(u64, Vec<Sample>)>,
+    /// (slice, ns of run delay the signals caused) for the latest two slices signalled.
+    delays: [(u64, u64); 2],
 }
 
 impl Store {
+    fn add_delay(&mut self, seq: u64, ns: u64) {
+        if self.delays[0].0 == seq {
+            self.delays[0].1 += ns;
+        } else {
+            self.delays = [(seq, ns), self.delays[0]];
+        }
+    }
+
+    fn delay(&self, seq: u64) -> u64 {
+        self.delays.iter().find(|d| d.0 == seq && seq != 0).map_or(0, |d| d.1)
+    }
+
     fn push(&mut self, seq: u64, s: Sample) {
         match &mut self.current {
             Some((cur, v)) if *cur == seq => {
@@ -253,6 +273,15 @@ pub fn thread_busy_ns(tid: i32) -> Option<u64> {
     Some(fields.next()?? + fields.next()??)
 }
 
+/// Thread `tid`'s cumulative run delay (ns runnable but waiting for a CPU), from `schedstat`.
+fn run_delay(tid: i32) -> Option<u64> {
+    if tid <= 0 {
+        return None;
+    }
+    let text = std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat")).ok()?;
+    text.split_ascii_whitespace().nth(1)?.parse().ok()
+}
+
 /// The state field of a `/proc/.../stat` line: the first one after the `(comm)`, which itself
 /// may hold spaces and parentheses, hence the last `)`.
 fn state_is_running(stat: &[u8]) -> Option<bool> {
@@ -277,8 +306,17 @@ fn run(sh: Arc<Shared>, sig: c_int) {
         if now.saturating_sub(start) < sh.arm_ns {
             continue;
         }
-        let running = running(sh.tstate.tid.load(Ordering::Acquire));
-        let Some(text) = dump(sig, rd, wr, &sh.tstate) else { continue };
+        let tid = sh.tstate.tid.load(Ordering::Acquire);
+        let running = running(tid);
+        let delay_before = if running == Some(false) { run_delay(tid) } else { None };
+        let text = dump(sig, rd, wr, &sh.tstate);
+        if let Some(d0) = delay_before {
+            let added = run_delay(tid).map_or(0, |d1| d1.saturating_sub(d0));
+            if let (true, Ok(mut st)) = (added > 0, sh.store.lock()) {
+                st.add_delay(seq, added);
+            }
+        }
+        let Some(text) = text else { continue };
         // A sample that straddles the end of the slice describes the next one: drop it.
         if sh.slice.seq.load(Ordering::Acquire) != seq || sh.slice.start_ns.load(Ordering::Acquire) != start {
             continue;
@@ -315,6 +353,11 @@ impl Sampler {
 
     pub fn samples(&self, seq: u64) -> Vec<Sample> {
         self.shared.store.lock().map(|s| s.get(seq)).unwrap_or_default()
+    }
+
+    /// Run delay (ns) the sampling signals caused the loop thread during slice `seq`.
+    pub fn signal_delay(&self, seq: u64) -> u64 {
+        self.shared.store.lock().map(|s| s.delay(seq)).unwrap_or(0)
     }
 }
 
@@ -362,6 +405,17 @@ mod tests {
         let t = std::time::Instant::now();
         while t.elapsed() < Duration::from_millis(20) {}
         assert!(thread_busy_ns(me).unwrap() >= before + 10_000_000);
+    }
+
+    #[test]
+    fn signal_delay_is_kept_for_the_latest_two_slices() {
+        let mut s = Store::default();
+        s.add_delay(5, 10);
+        s.add_delay(5, 7);
+        s.add_delay(6, 1);
+        assert_eq!((s.delay(5), s.delay(6)), (17, 1));
+        s.add_delay(7, 2);
+        assert_eq!(s.delay(5), 0, "only the latest two slices");
     }
 
     #[test]

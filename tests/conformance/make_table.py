@@ -2,6 +2,8 @@
 
     .venv/bin/python tests/conformance/make_table.py            # run pytest, write README
     .venv/bin/python tests/conformance/make_table.py --junit X  # table from an existing run
+    scripts/sid-chroot.sh run --python 3.14 -- python tests/conformance/make_table.py --section
+                                        # only the table for that Python, as its own section
 
 Counts come from pytest's JUnit XML; the skip/xfail lists come from expectations.py, so the
 README says exactly what conftest.py applied.
@@ -90,12 +92,8 @@ def collect(junit: Path):
     return counts, duration, other_skips
 
 
-def render(counts, duration: float) -> str:
-    sys.path.insert(0, str(ROOT / "tests"))
-    from conformance.expectations import SKIP, SLOW, XFAIL
-
+def table(counts) -> list[str]:
     out = [
-        HEADER.format(pyver=sys.version.split()[0], duration=duration),
         "| module | " + " | ".join(LOOPS) + " |",
         "|---|" + "---|" * len(LOOPS),
     ]
@@ -112,6 +110,14 @@ def render(counts, duration: float) -> str:
         + " | ".join(" / ".join(str(total[lp][k]) for k in COLUMNS) for lp in LOOPS)
         + " |"
     )
+    return out
+
+
+def render(counts, duration: float) -> str:
+    sys.path.insert(0, str(ROOT / "tests"))
+    from conformance.expectations import SKIP, SLOW, XFAIL
+
+    out = [HEADER.format(pyver=sys.version.split()[0], duration=duration)] + table(counts)
     out.append("\nCells are " + " / ".join(COLUMNS) + ".\n")
     out.append(
         "Skips on the asyncio column are CPython's own (`@unittest.skip*` in its tests, e.g. "
@@ -137,9 +143,56 @@ def render(counts, duration: float) -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
+SECTION_BEFORE = "## Expected failures"
+
+
+def write_section(readme: Path, counts, duration: float) -> None:
+    """Put this Python's table in README as `## Results on Python X.Y` (replacing an older one
+    of the same version), before the expectation lists; the rest of the file is kept."""
+    version = "{}.{}".format(*sys.version_info[:2])
+    title = f"## Results on Python {version}"
+    body = [
+        title,
+        "",
+        f"CPython {sys.version.split()[0]}'s own `test.test_asyncio` ({duration:.0f} s here), "
+        "the same expectations; from Debian sid's packages in the chroot of "
+        "`scripts/sid-chroot.sh` (`make test-py{}`).".format(version.replace(".", "")),
+        "",
+        *table(counts),
+        "",
+    ]
+    lines = readme.read_text().splitlines()
+    if title in lines:
+        start = lines.index(title)
+        end = next(
+            (i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines)
+        )
+        del lines[start:end]
+    at = next(i for i, line in enumerate(lines) if line.startswith(SECTION_BEFORE))
+    lines[at:at] = body
+    readme.write_text("\n".join(lines) + "\n")
+
+
+def _other_python_sections(readme: Path) -> list[str]:
+    """The `## Results on Python X.Y` sections of README, kept when the main table is redone."""
+    lines = readme.read_text().splitlines() if readme.exists() else []
+    kept, inside = [], False
+    for line in lines:
+        if line.startswith("## "):
+            inside = line.startswith("## Results on Python ")
+        if inside:
+            kept.append(line)
+    return kept
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--junit", type=Path, help="use this JUnit XML instead of running")
+    parser.add_argument(
+        "--section",
+        action="store_true",
+        help="write only this Python's table, as a section of its own (for 3.14, 3.15)",
+    )
     args = parser.parse_args()
     if args.junit is None:
         with tempfile.TemporaryDirectory() as tmp:
@@ -148,7 +201,15 @@ def main() -> None:
             counts, duration, _ = collect(junit)
     else:
         counts, duration, _ = collect(args.junit)
-    (HERE / "README.md").write_text(render(counts, duration))
+    if args.section:
+        write_section(HERE / "README.md", counts, duration)
+    else:
+        readme = HERE / "README.md"
+        kept = _other_python_sections(readme)
+        text = render(counts, duration)
+        if kept:
+            text = text.replace(SECTION_BEFORE, "\n".join(kept) + "\n" + SECTION_BEFORE, 1)
+        readme.write_text(text)
     print(f"wrote {HERE / 'README.md'}")
 
 

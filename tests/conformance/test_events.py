@@ -5,12 +5,13 @@ from test.test_asyncio import utils as test_utils
 
 from ._loops import loop_classes
 
-# What CPython binds as EPollEventLoopTests: the loop suite, the Unix child-watcher setUp and
-# the subprocess suite.
+# What CPython binds as EPollEventLoopTests: the loop suite and the subprocess suite. On
+# 3.11-3.13 the loop suite is UnixEventLoopTestsMixin (EventLoopTestsMixin plus a child-watcher
+# setUp); 3.14 removed child watchers, and that mixin with them.
 loop_classes(
     globals(),
     "EventLoopTests",
-    cpython.UnixEventLoopTestsMixin,
+    getattr(cpython, "UnixEventLoopTestsMixin", cpython.EventLoopTestsMixin),
     cpython.SubprocessTestsMixin,
     test_utils.TestCase,
 )

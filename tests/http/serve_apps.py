@@ -13,7 +13,9 @@ gunicorn (a module of apps, not a test module).
 
 It counts the requests it started and the ones it finished; lifespan shutdown writes them to
 `$SERVE_TEST_COUNTS/<pid>.json` when that is set, so a load test can compare what every
-worker, replaced ones included, served with what the load generator received.
+worker, replaced ones included, served with what the load generator received. The
+`UNDER_LOAD`-th request a worker starts creates `$SERVE_TEST_COUNTS/<pid>.busy`: the event a
+load test waits for before it signals the server (not CPU time, which measures the machine).
 
 `failing_startup` fails its lifespan startup; `wsgi_pid` is the WSGI counterpart of `app`.
 """
@@ -28,6 +30,9 @@ from pathlib import Path
 from urllib.parse import parse_qs
 
 MiB = 1024 * 1024
+# Requests a worker has started when it says it is under load: as many as the load tests'
+# wrk connections, so each of them has been answered about once by then.
+UNDER_LOAD = 32
 
 _counts = {"started": 0, "finished": 0}
 _hoard: list[bytes] = []
@@ -37,6 +42,12 @@ def _write_counts() -> None:
     where = os.environ.get("SERVE_TEST_COUNTS")
     if where:
         Path(where, f"{os.getpid()}.json").write_text(json.dumps(_counts))
+
+
+def _mark_busy() -> None:
+    where = os.environ.get("SERVE_TEST_COUNTS")
+    if where:
+        Path(where, f"{os.getpid()}.busy").touch()
 
 
 async def _lifespan(receive, send) -> None:
@@ -57,6 +68,8 @@ async def app(scope, receive, send) -> None:
     if scope["type"] != "http":
         return
     _counts["started"] += 1
+    if _counts["started"] == UNDER_LOAD:
+        _mark_busy()
     query = {k: v[0] for k, v in parse_qs(scope["query_string"].decode()).items()}
     body = str(os.getpid())
     path = scope["path"]

@@ -36,7 +36,11 @@ async def app(scope, receive, send):
     path = scope["path"]
     task = asyncio.current_task()
     facts: dict = {"is_task": isinstance(task, asyncio.Task)}
-    if path == "/contextvar":
+    if path.startswith("/task-name"):
+        facts["name"] = task.get_name()
+        await asyncio.sleep(0)  # still the name once the task itself steps the coroutine
+        facts["name_after_await"] = asyncio.current_task().get_name()
+    elif path == "/contextvar":
         facts["before"] = REQUEST_VAR.get()
         REQUEST_VAR.set(scope["query_string"].decode())
         await asyncio.sleep(0)

@@ -63,6 +63,26 @@ def test_each_request_runs_in_a_task(server):
         assert _get(conn, "/same-task") == (200, {"is_task": True, "same_after_await": True})
 
 
+def test_the_connection_task_is_named_after_its_request(server, request):
+    # ringloop's own: `python -m asyncio ps/pstree` (3.14) then tell which request a
+    # connection's task runs. uvicorn names its tasks Task-N.
+    if request.node.callspec.params["server"] == "uvicorn":
+        pytest.skip("ringloop's naming; uvicorn's tasks are Task-N")
+    port, _ = server()
+    conn = http.client.HTTPConnection(HOST, port, timeout=10)
+    for method, path in [
+        ("GET", "/task-name"),
+        ("GET", "/task-name"),
+        ("POST", "/task-name"),
+        ("GET", "/task-name/other"),
+    ]:
+        conn.request(method, path)
+        resp = conn.getresponse()
+        facts = json.loads(resp.read())
+        want = f"{method} {path}"
+        assert facts == {"is_task": True, "name": want, "name_after_await": want}
+
+
 def test_a_contextvar_never_leaks_into_the_next_request_on_the_connection(server):
     port, _ = server()
     conn = http.client.HTTPConnection(HOST, port, timeout=10)

@@ -32,6 +32,7 @@ GROUPS = (
     "workers",
     "development",
     "WebSocket",
+    "static files (served before the application)",
 )
 
 

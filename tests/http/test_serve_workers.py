@@ -33,6 +33,7 @@ from pathlib import Path
 
 import pytest
 import ringloop
+import serve_apps
 from serve_helpers import (
     HOST,
     alive,
@@ -48,24 +49,34 @@ from serve_helpers import (
 pytestmark = pytest.mark.timeout(60)
 
 CONNECTIONS = 32
+# A wrk run that only a test's SIGINT ends (seconds; pytest's timeout ends the test first).
+WRK_FOREVER = 300
 
 
-def cpu_ticks(pids) -> int:
-    """utime + stime of `pids` (clock ticks): grows while they serve a load."""
-    total = 0
-    for pid in pids:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-        except OSError:
-            continue
-        total += int(fields[11]) + int(fields[12])
-    return total
+def wait_for_load(counts: Path, pids) -> int:
+    """Wait until one of `pids` has started `serve_apps.UNDER_LOAD` requests (it says so with
+    a `<pid>.busy` file in `counts`): the load is flowing through the workers. Counted in
+    requests, not CPU time, so a faster machine does not need a longer wait."""
+    return wait_until(
+        lambda: next((p for p in pids if (counts / f"{p}.busy").exists()), None),
+        30,
+        "the load to reach the workers",
+    )
 
 
-def wait_for_load(pids, ticks: int = 20) -> None:
-    """Wait until the workers have spent `ticks` of CPU more: the load is flowing."""
-    start = cpu_ticks(pids)
-    wait_until(lambda: cpu_ticks(pids) - start >= ticks, 15, "the load to reach the workers")
+def client_connections(port: int) -> int:
+    """TCP connections to `port` on 127.0.0.1 that a client still holds open: established,
+    or closed by the server and not yet read to their end by the client (CLOSE_WAIT).
+    When it is 0 after the server exited, the client has read every response it was sent
+    (data comes before the FIN)."""
+    open_states = {"01", "08"}  # TCP_ESTABLISHED, TCP_CLOSE_WAIT
+    n = 0
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        remote, state = fields[2], fields[3]
+        if int(remote.rpartition(":")[2], 16) == port and state in open_states:
+            n += 1
+    return n
 
 
 class ConnectProber:
@@ -275,7 +286,7 @@ def test_sighup_rolling_restart_under_wrk_fails_no_request(
         timeout=SLOW,
     )
     wrk_runs.append(wrk)
-    wait_for_load(old)
+    wait_for_load(counts, old)
     with ConnectProber(port) as prober:
         server.send(signal.SIGHUP)
         wait_until(lambda: not any(alive(p) for p in old), 30, "the old workers to be replaced")
@@ -299,6 +310,11 @@ def test_sighup_rolling_restart_under_wrk_fails_no_request(
 
 
 def test_sigterm_under_wrk_loses_no_started_request(serve, tmp_path, wrk_runs):
+    """SIGTERM while wrk keeps every connection busy with a 50 ms request: every request a
+    worker started is answered and counted by wrk. Each step waits for an event, none for a
+    time: the load is flowing (a worker started UNDER_LOAD requests), the server exited, wrk
+    read everything the server sent (no connection of its left open); wrk's own run is far
+    longer than all that, and is then stopped with SIGINT (it reports what it counted)."""
     port = free_port()
     env, counts = counting_env(tmp_path)
     server = serve(
@@ -310,21 +326,24 @@ def test_sigterm_under_wrk_loses_no_started_request(serve, tmp_path, wrk_runs):
         f"http://{HOST}:{port}/sleep?s=0.05",
         tmp_path,
         connections=CONNECTIONS,
-        duration=4,
-        stop_after=4,
+        duration=WRK_FOREVER,
+        stop_after=WRK_FOREVER,
         close=False,
     )
     wrk_runs.append(wrk)
-    wait_for_load(workers, ticks=10)
+    wait_for_load(counts, workers)
     server.send(signal.SIGTERM)
     assert server.wait_exit() == 0
     assert wrk.poll() is None, "wrk ended before the server stopped"
+    wait_until(lambda: client_connections(port) == 0, 20, "wrk to read every response")
+    wrk.send_signal(signal.SIGINT)
     report = wrk_report(wrk)
     served = app_counts(counts)
     assert set(served) == workers
     summary = f"{report['text']}\nworkers: {served}"
     started_n = sum(c["started"] for c in served.values())
     finished_n = sum(c["finished"] for c in served.values())
+    assert started_n >= serve_apps.UNDER_LOAD, summary
     assert started_n == finished_n == report["requests"], summary
     assert report["timeout"] == 0 and report["non_2xx"] == 0, summary
     # wrk went on past the shutdown, refused (reported as read and write errors).

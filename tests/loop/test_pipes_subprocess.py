@@ -29,6 +29,7 @@ import signal
 import sys
 import threading
 import warnings
+from asyncio import unix_events
 
 import pytest
 from loop_helpers import run_with_timeout
@@ -515,6 +516,27 @@ def test_pidfd_child_watcher(loop):
     finally:
         policy._watcher = saved
         watcher.close()
+
+
+@pytest.mark.skipif(
+    not hasattr(unix_events, "_PidfdChildWatcher"), reason="before 3.14 the policy owns the watcher"
+)
+def test_each_loop_owns_its_child_watcher(loop):
+    """3.14 removed child watchers from the API: each Unix loop owns one in `loop._watcher`
+    (pidfd-based where the kernel allows), which its subprocess transports use. ringloop builds
+    the same one, on first use, and reaps through it."""
+
+    async def main():
+        proc = await asyncio.create_subprocess_exec(PY, "-c", ECHO, stdin=PIPE, stdout=PIPE)
+        out, _ = await proc.communicate(b"owned")
+        return out, await proc.wait()
+
+    assert run(loop, main()) == (b"owned", 0)
+    stock = asyncio.SelectorEventLoop()
+    try:
+        assert type(loop._watcher) is type(stock._watcher)
+    finally:
+        stock.close()
 
 
 # -- subprocesses through the loop's low-level API ------------------------------------------

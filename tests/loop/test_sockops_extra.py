@@ -7,20 +7,23 @@ ringloop deliberately differs from asyncio; those tests say why and run on ringl
 - `sock_sendall` counts bytes, not items, for buffers with multi-byte items;
 - a failed operation leaves no reference cycle behind (asyncio's `_sock_recv` does);
 - native `sock_sendfile` refuses non-regular files (asyncio's sends a pipe's `st_size` of 0
-  bytes), leaves the file position after the sent bytes when cancelled, and moves it with
-  `file.seek()` so that a buffered file object sees the move.
+  bytes), leaves the file position after the sent bytes when cancelled or when nothing was
+  sent (as 3.14's stock does), and moves it with `file.seek()` so that a buffered file object
+  sees the move.
 """
 
 from __future__ import annotations
 
 import array
 import asyncio
+import errno
 import gc
 import os
 import selectors
 import socket
 import ssl
 import struct
+import sys
 import tempfile
 
 import pytest
@@ -379,6 +382,18 @@ def test_sendfile_native_offset_and_count(any_loop, pair, datafile):
     assert datafile.tell() == offset + count
 
 
+def test_sendfile_from_the_end_moves_file_position(any_loop, pair, datafile):
+    # An offset equal to the file's size sends nothing, and still leaves the position at the
+    # offset, as the read()+send fallback always did (CPython 3.14's test_sendfile_offset checks
+    # it through loop.sendfile). Stock asyncio's native path left the position alone when no
+    # byte went out until 3.14 made it agree with its fallback; ringloop agrees on every version.
+    a, _ = pair
+    datafile.seek(123)
+    assert _run(any_loop, any_loop.sock_sendfile(a, datafile, len(DATA), fallback=False)) == 0
+    stock_before_314 = not isinstance(any_loop, ringloop.Loop) and sys.version_info < (3, 14)
+    assert datafile.tell() == (123 if stock_before_314 else len(DATA))
+
+
 def test_sendfile_empty_file(any_loop, pair):
     a, _ = pair
     with tempfile.TemporaryFile() as f:
@@ -387,11 +402,18 @@ def test_sendfile_empty_file(any_loop, pair):
 
 
 def test_sendfile_pipe_is_not_native(any_loop, pair):
+    # ringloop refuses a pipe with SendfileNotAvailableError (the caller may fall back), as
+    # stock asyncio does up to 3.13. Stock 3.14 resets the file position before it reports
+    # the failed sendfile(2), and lseek() on a pipe raises ESPIPE instead: that is the oracle's
+    # behaviour on 3.14, not ringloop's.
     a, _ = pair
     r, w = os.pipe()
+    stock_314 = not isinstance(any_loop, ringloop.Loop) and sys.version_info >= (3, 14)
     with open(r, "rb") as pipe, open(w, "wb"):
-        with pytest.raises(asyncio.SendfileNotAvailableError):
+        with pytest.raises(OSError if stock_314 else asyncio.SendfileNotAvailableError) as info:
             _run(any_loop, any_loop.sock_sendfile(a, pipe, 0, 5, fallback=False))
+    if stock_314:
+        assert info.value.errno == errno.ESPIPE
 
 
 def test_sendfile_pipe_without_count_is_not_native(rl_loop, pair):

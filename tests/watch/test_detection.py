@@ -29,6 +29,10 @@ def _line_of(func, marker: str) -> int:
     raise AssertionError(marker)
 
 
+def _app_kind(block) -> str:
+    return next((c.cause for c in block.causes if c.application), block.kind)
+
+
 def _check(block, func, marker, min_duration=BLOCK, max_duration=None):
     assert block.line is not None, str(block)
     assert block.line.filename == __file__, str(block)
@@ -112,7 +116,10 @@ def test_blocking_call_found_at_its_line(run, func, marker, kinds):
     _check(block, func, marker)
     assert block.task_name == "culprit"
     assert func.__name__ in block.coroutine
-    assert block.kind in kinds, str(block)
+    # The application's own share has the kind; on a loaded machine waiting for a CPU may be
+    # the block's largest share (its `kind`), which the breakdown tells apart.
+    assert _app_kind(block) in kinds, str(block)
+    assert block.kind in (*kinds, "starved", "throttled"), str(block)
     assert marker.split("-")[1] in str(block) or block.line.line  # report shows the line
 
 

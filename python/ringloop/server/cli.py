@@ -117,6 +117,21 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _duration(text: str) -> int:
+    """Whole seconds: `3600`, or with a unit as granian takes them (`90s`, `30m`, `12h`, `1d`)."""
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    number, unit = (text[:-1], units[text[-1]]) if text[-1:] in units else (text, 1)
+    try:
+        value = int(number, 10)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected seconds or a duration such as 30m, 12h, 1d; got {text!r}"
+        ) from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return value * unit
+
+
 def _boolean(text: str) -> bool:
     low = text.lower()
     if low in ("1", "true", "yes", "on"):
@@ -595,6 +610,33 @@ def _add_serve_arguments(p: argparse.ArgumentParser) -> None:
         help="offer permessage-deflate compression",
     )
 
+    g = p.add_argument_group("static files (served before the application)")
+    g.add_argument(
+        "--static-path-route",
+        metavar="ROUTE",
+        action="append",
+        default=None,
+        help="URL path of a static mount; repeatable, the i-th route serves the i-th mount "
+        "(one mount without a route: /static)",
+    )
+    g.add_argument(
+        "--static-path-mount",
+        metavar="DIR",
+        action="append",
+        default=None,
+        help="directory served natively at its route (GET/HEAD; ETag, ranges, .br/.gz "
+        "siblings); repeatable",
+    )
+    g.add_argument(
+        "--static-path-expires",
+        metavar="DURATION",
+        action="append",
+        type=_duration,
+        default=None,
+        help="Cache-Control max-age for static files: seconds or 30m/12h/1d, 0 for none "
+        "(default 1d); one for all mounts or one per mount",
+    )
+
 
 # -- from arguments to a Config -----------------------------------------------------------------
 
@@ -602,7 +644,15 @@ def _add_serve_arguments(p: argparse.ArgumentParser) -> None:
 def config_from_args(args: argparse.Namespace) -> Config:
     """The `Config` a parsed `serve` command line asks for (after `--env-file` is loaded)."""
     settings = {k: v for k, v in vars(args).items() if k in _FIELDS}
-    for name in ("headers", "reload_dirs", "reload_includes", "reload_excludes"):
+    for name in (
+        "headers",
+        "reload_dirs",
+        "reload_includes",
+        "reload_excludes",
+        "static_path_route",
+        "static_path_mount",
+        "static_path_expires",
+    ):
         if settings.get(name) is None:
             settings[name] = []
     if settings.get("workers") is None:

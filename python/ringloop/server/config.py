@@ -18,6 +18,9 @@ LIFESPANS = ("auto", "on", "off")
 BACKENDS = ("auto", "io_uring", "epoll")
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
 WS_MODES = ("auto", "on", "off")
+# granian's defaults: one --static-path-mount without a route is served here, cached a day.
+STATIC_ROUTE = "/static"
+STATIC_EXPIRES = 86400
 
 
 class ConfigError(ValueError):
@@ -101,6 +104,10 @@ class Config:
     ws_ping_interval: float | None = 20.0
     ws_ping_timeout: float | None = 20.0
     ws_per_message_deflate: bool = True
+    # -- static files (granian's flags): route i serves directory i, before the application
+    static_path_route: list[str] = field(default_factory=list)
+    static_path_mount: list[str] = field(default_factory=list)
+    static_path_expires: list[int] = field(default_factory=list)  # seconds; [] is 86400
 
     def __post_init__(self) -> None:
         self._check()
@@ -180,6 +187,7 @@ class Config:
             if not name or any(c in name + value for c in "\r\n\0"):
                 raise ConfigError(f"--header: {name}: {value!r} is not a valid header")
         self.trusted_proxies()  # parses --forwarded-allow-ips
+        self.static_mounts()
 
     # -- derived ------------------------------------------------------------------------------
 
@@ -212,6 +220,49 @@ class Config:
         if spec is None:
             spec = os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1")
         return TrustedProxies(spec)
+
+    def static_mounts(self) -> list[tuple[str, str, int]]:
+        """`(route, directory, expires seconds)` per `--static-path-mount`, paired as granian
+        pairs them: one mount without a route is served at `/static`; otherwise the i-th route
+        serves the i-th mount. One `--static-path-expires` applies to every mount, or give one
+        per mount; none is granian's default, a day."""
+        mounts, routes, expires = (
+            self.static_path_mount,
+            self.static_path_route,
+            self.static_path_expires,
+        )
+        if not mounts:
+            if routes:
+                raise ConfigError("--static-path-route: needs a --static-path-mount to serve")
+            return []
+        if not routes and len(mounts) == 1:
+            routes = [STATIC_ROUTE]
+        if len(routes) != len(mounts):
+            raise ConfigError(
+                f"--static-path-route and --static-path-mount: {len(routes)} routes for "
+                f"{len(mounts)} mounts (give one route per mount, in the same order)"
+            )
+        if not expires:
+            expires = [STATIC_EXPIRES]
+        if len(expires) == 1:
+            expires = expires * len(mounts)
+        if len(expires) != len(mounts):
+            raise ConfigError(
+                f"--static-path-expires: {len(expires)} values for {len(mounts)} mounts "
+                "(give one for all, or one per mount)"
+            )
+        for route in routes:
+            if not route.startswith("/"):
+                raise ConfigError(f"--static-path-route: {route!r} does not start with '/'")
+        for mount in mounts:
+            if not os.path.isdir(mount):
+                raise ConfigError(f"--static-path-mount: {mount!r} is not a directory")
+        for value in expires:
+            if value < 0:
+                raise ConfigError(f"--static-path-expires: must be >= 0, got {value}")
+        return [
+            (r, os.path.abspath(m), int(e)) for r, m, e in zip(routes, mounts, expires, strict=True)
+        ]
 
     def max_requests(self, worker: int = 0) -> int | None:
         """This worker's request budget: the limit plus a jitter that spreads restarts."""

@@ -14,6 +14,10 @@ world). Series (`ringloop_` prefix):
 - `http_blocks_total{method,route}` (counter, with `--watch-threshold`): blocks of the loop by
   the request that owned them (`watching`); the route is the template, never the raw path,
   so the label set stays bounded (`-` when the framework exposes none);
+- `http_block_causes_total{method,route,cause}` and `http_block_seconds_total{method,route,cause}`
+  (counters): the same blocks broken down by cause (`gc`, `throttled`, `starved`, `gil`, or the
+  application's `cpu`/`wait`/I/O kind; `ringloop.watch.causes`): in how many each had a share,
+  and the seconds each accounts for;
 - with `--watch-threshold`, the watch's own series too (`ringloop_watch_*`, see
   `ringloop.watch.metrics`), and prometheus_client's `process_*` series.
 
@@ -69,6 +73,9 @@ class ServerMetrics:
         self.buckets: dict[int, list[int]] = {}
         self.sums: dict[int, float] = {}
         self.blocks: Counter[tuple[str, str]] = Counter()
+        # (method, route, cause) -> seconds, and blocks in which the cause had a share
+        self.block_seconds: Counter[tuple[str, str, str]] = Counter()
+        self.block_causes: Counter[tuple[str, str, str]] = Counter()
         self.lag = 0.0
         self.state: Any = None
         self.registry: Any = None
@@ -103,10 +110,11 @@ class ServerMetrics:
 
     def on_block(self, block: Any, req: Any) -> None:
         """`watching.RequestWatch`'s hook: count the block under its request's route."""
-        if req is None:
-            self.blocks["-", "-"] += 1
-        else:
-            self.blocks[req.method, req.route_label] += 1
+        key = ("-", "-") if req is None else (req.method, req.route_label)
+        self.blocks[key] += 1
+        for c in getattr(block, "causes", ()):
+            self.block_seconds[(*key, c.cause)] += c.seconds
+            self.block_causes[(*key, c.cause)] += 1
 
     # -- the endpoint ---------------------------------------------------------------------------
 
@@ -206,3 +214,21 @@ class ServerMetrics:
         for (method, route), n in sorted(self.blocks.items()):
             blocks.add_metric([method, route], n)
         yield blocks
+        for name, text, values in (
+            (
+                "http_block_causes",
+                "Blocks by the request's route and each cause with a share.",
+                self.block_causes,
+            ),
+            (
+                "http_block_seconds",
+                "Seconds of blocked loop by the request's route and cause.",
+                self.block_seconds,
+            ),
+        ):
+            family = CounterMetricFamily(
+                f"{PREFIX}_{name}", text, labels=["method", "route", "cause"]
+            )
+            for labels, v in sorted(values.items()):
+                family.add_metric(list(labels), v)
+            yield family

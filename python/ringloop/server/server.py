@@ -41,8 +41,14 @@ SWEEP_BATCH = 64
 SWEEP_LATE = 0.05
 
 
-# The name of the tasks application coroutines run in (src/http/host.rs, src/http/conn.rs).
+# The name of the tasks an application coroutine gets when its connection's task is busy
+# (src/http/conn/mod.rs); a connection's own task is named after its request (`GET /path`,
+# src/http/host.rs) and is told by its coroutine, a `_core.Host`.
 TASK_NAME = "ringloop.http"
+
+
+def _is_request_task(task: asyncio.Task) -> bool:
+    return task.get_name() == TASK_NAME or type(task.get_coro()) is _core.Host
 
 
 class Server:
@@ -102,6 +108,13 @@ class Server:
             )
 
     def _state(self, loop) -> _core.ServerState:
+        state = self._new_state(loop)
+        mounts = self.config.static_mounts()
+        if mounts:
+            state.set_static_files(mounts)
+        return state
+
+    def _new_state(self, loop) -> _core.ServerState:
         c = self.config
         trusted = c.trusted_proxies()
         runner: Any = asgi
@@ -369,7 +382,7 @@ class Server:
         then cancelled."""
         await asyncio.sleep(0)  # the tasks of connections just closed end here
         me = asyncio.current_task()
-        pending = {t for t in asyncio.all_tasks() if t is not me and t.get_name() == TASK_NAME}
+        pending = {t for t in asyncio.all_tasks() if t is not me and _is_request_task(t)}
         if not pending:
             return
         logger.info("Waiting for background tasks to complete. (CTRL+C to force quit)")

@@ -9,7 +9,11 @@ out of reach, so its blocks show `route -`), request id (the `X-Request-ID` head
 from the worker's pid, the connection and its request count), client, duration and the line:
 
     WARNING:  loop blocked 101.3 ms by GET /items/3 route=/items/{item_id}
-              request_id=abc-1 client=127.0.0.1:40112 at /srv/app.py:12 in item [sleep]
+              request_id=abc-1 client=127.0.0.1:40112 at /srv/app.py:12 in item [sleep]:
+              80.2 ms in your code (sleep), 21.1 ms waiting for a CPU
+
+and the breakdown by cause after the colon (`ringloop.watch.causes`); a block that was all
+throttling or starvation says that no line of the request is to blame.
 
 Nothing is done per request to allow this beyond keeping references to its scope
 (`src/http/watch.rs`): the request is found when a block is reported, from the records the
@@ -153,7 +157,12 @@ def format_block(block: Block, req: BlockedRequest | None) -> str:
         where = f" at {line.filename}:{line.lineno} in {line.name}"
         if block.line is None:
             where += " (next await; the block was in C code before it)"
-    return f"loop blocked {block.duration * 1000:.1f} ms by {by}{where} [{block.kind}]"
+    text = f"loop blocked {block.duration * 1000:.1f} ms by {by}{where} [{block.kind}]"
+    if block.causes:
+        text += ": " + ", ".join(c.describe() for c in block.causes)
+        if block.application_time() < block.threshold:
+            text += " (no line of the request is to blame)"
+    return text
 
 
 class RequestWatch:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .audit import IoEvent
+from .causes import Cause
 from .stacks import _WATCH_DIR, FrameTuple, format_location
 
 
@@ -43,6 +44,8 @@ class Block:
     next_await: traceback.FrameSummary | None = None  # where the task suspended afterwards
     strict: bool = False  # reported because of an I/O event, not (only) because of duration
     in_progress: bool = False  # still running when its scope ended (duration so far)
+    # The duration broken down by cause, largest first (see causes.py); `kind` is the first.
+    causes: list[Cause] = field(default_factory=list)
     # For listeners that attribute the block further (`ringloop serve` names the request): the
     # slice's CLOCK_MONOTONIC start and the task it stepped, if any. Not part of the report.
     start_ns: int = 0
@@ -68,7 +71,20 @@ class Block:
             "next_await": _fs_dict(self.next_await) if self.next_await else None,
             "strict": self.strict,
             "in_progress": self.in_progress,
+            "causes": [c.to_dict() for c in self.causes],
         }
+
+    def breakdown(self) -> str:
+        """``120.0 ms gc (generation 2, 1.9 M objects), 41.0 ms in your code at app.py:12
+        (cpu), 21.0 ms waiting for a CPU``."""
+        where = _fs_location(self.line) if self.line is not None else None
+        return ", ".join(c.describe(where) for c in self.causes)
+
+    def application_time(self) -> float:
+        """Seconds of the block that were the application's own (its line, its I/O)."""
+        if not self.causes:
+            return self.duration
+        return sum(c.seconds for c in self.causes if c.application)
 
     def to_json(self, **kwargs: Any) -> str:
         return json.dumps(self.to_dict(), **kwargs)
@@ -82,6 +98,15 @@ class Block:
         if self.strict and self.duration < self.threshold:
             head = f"blocking call on the event loop ({ms:.1f} ms, strict mode), kind: {self.kind}"
         lines = [head]
+        if self.causes:
+            lines[0] = head.rsplit(", kind:", 1)[0] + ": " + self.breakdown()
+            lines.append(f"  kind: {self.kind}")
+            if self.application_time() < self.threshold:
+                lines.append(
+                    "  no application line is to blame: the loop thread's own work was under the"
+                    " threshold; the rest was "
+                    + " and ".join(c.cause for c in self.causes if not c.application)
+                )
         if self.task_name is not None:
             lines.append(f"  task: {self.task_name} running {self.coroutine}")
         elif self.callback is not None:

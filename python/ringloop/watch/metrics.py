@@ -9,7 +9,11 @@ default registry when that package is installed.
   longer than 1 ms (rare), the ``le="0.001"`` bucket is derived from the total. On the
   heartbeat backend a "slice" is one heartbeat interval and its duration the beat's lateness;
   on the native backend the dispatcher counts every slice it times, with the same buckets.
-- ``ringloop_watch_blocks_total{kind}`` (counter): blocks reported, by kind.
+- ``ringloop_watch_blocks_total{kind}`` (counter): blocks reported, by kind (the largest cause).
+- ``ringloop_watch_block_causes_total{cause}`` (counter): blocks in which each cause had a
+  share (``gc``, ``throttled``, ``starved``, ``gil``, or the application's ``cpu``/``wait``/
+  I/O kind), and ``ringloop_watch_block_seconds_total{cause}`` (counter): the seconds of
+  blocked loop each cause accounts for (see causes.py).
 - ``ringloop_watch_loop_lag_seconds`` (gauge): the longest slice since the previous scrape,
   i.e. the longest any ready callback had to wait for the loop.
 """
@@ -30,6 +34,8 @@ _PREFIX = "ringloop_watch"
 class PrometheusMetrics:
     def __init__(self) -> None:
         self.blocks_by_kind: Counter[str] = Counter()
+        self.blocks_by_cause: Counter[str] = Counter()
+        self.seconds_by_cause: Counter[str] = Counter()
         self._lock = threading.Lock()
         self._retired_count = 0
         self._retired_total_ns = 0
@@ -39,6 +45,9 @@ class PrometheusMetrics:
     def on_block(self, block: Block) -> None:
         with self._lock:
             self.blocks_by_kind[block.kind] += 1
+            for c in block.causes:
+                self.blocks_by_cause[c.cause] += 1
+                self.seconds_by_cause[c.cause] += c.seconds
 
     def _states(self) -> list[SliceState]:
         retired, _mon._retired[:] = list(_mon._retired), []
@@ -72,6 +81,8 @@ class PrometheusMetrics:
                 "slice_sum": total / 1e9,
                 "buckets": buckets,
                 "blocks_by_kind": dict(self.blocks_by_kind),
+                "blocks_by_cause": dict(self.blocks_by_cause),
+                "seconds_by_cause": dict(self.seconds_by_cause),
                 "loop_lag": lag / 1e9,
             }
 
@@ -94,6 +105,11 @@ class PrometheusMetrics:
         ]
         for kind, n in sorted(snap["blocks_by_kind"].items()):
             lines.append(f'{name}{{kind="{kind}"}} {n}')
+        for series, key, text, fmt in _CAUSE_SERIES:
+            name = f"{_PREFIX}_{series}"
+            lines += [f"# HELP {name} {text}", f"# TYPE {name} counter"]
+            for cause, v in sorted(snap[key].items()):
+                lines.append(f'{name}{{cause="{cause}"}} {v:{fmt}}')
         name = f"{_PREFIX}_loop_lag_seconds"
         lines += [
             f"# HELP {name} Longest slice since the previous scrape.",
@@ -133,6 +149,13 @@ class PrometheusMetrics:
                 for kind, n in snap["blocks_by_kind"].items():
                     c.add_metric([kind], n)
                 yield c
+                for series, key, text, _ in _CAUSE_SERIES:
+                    c = CounterMetricFamily(
+                        f"{_PREFIX}_{series.removesuffix('_total')}", text, labels=["cause"]
+                    )
+                    for cause, v in snap[key].items():
+                        c.add_metric([cause], v)
+                    yield c
                 yield GaugeMetricFamily(
                     f"{_PREFIX}_loop_lag_seconds",
                     "Longest slice since the previous scrape.",
@@ -142,6 +165,11 @@ class PrometheusMetrics:
         (registry or REGISTRY).register(_Collector())
         return True
 
+
+_CAUSE_SERIES = (
+    ("block_causes_total", "blocks_by_cause", "Blocks in which each cause had a share.", "d"),
+    ("block_seconds_total", "seconds_by_cause", "Seconds of blocked loop, by cause.", ".9f"),
+)
 
 metrics = PrometheusMetrics()
 _mon._block_listeners.append(metrics.on_block)

@@ -20,7 +20,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from . import audit
+from . import audit, causes
 from .audit import IoEvent
 from .backends import asyncio_handles, select_backend
 from .backends.asyncio_handles import AsyncioBackend
@@ -84,6 +84,7 @@ class LoopMonitor:
         self.state = self.backend.state
         self.state.on_slow = self.slice_ended
         self.blocks_seen = 0
+        self._evidence: causes.Evidence | None = None
 
     # -- consumers -----------------------------------------------------------------------
     def add(self, consumer: Consumer) -> None:
@@ -92,8 +93,11 @@ class LoopMonitor:
         consumer.monitors.append(self)
         self._retune()
         if first:
-            self.backend.start()
             get_watchdog().add(self.state)
+            causes.gc_watch(True)
+            # Last: a heartbeat dates blocks from the loop thread's CPU since its start, which
+            # the set-up above would otherwise add to the first block.
+            self.backend.start()
             # A ringloop loop reports I/O through its C-level hook; the Python-level hook is
             # process-wide and can never be removed, so it is only installed for loops that
             # need it (stock asyncio, uvloop).
@@ -110,6 +114,7 @@ class LoopMonitor:
             return
         self.backend.stop()
         get_watchdog().remove(self.state)
+        causes.gc_watch(False)
         if _monitors.get(self.loop) is self:
             del _monitors[self.loop]
         _retired.append(self.state)
@@ -134,9 +139,44 @@ class LoopMonitor:
         # formatting stacks) adds time that is not the slice's.
         cpu_end = read_busy_ns(self.state.cpu_clock)
         try:
+            self._evidence = self._gather(start_ns, end_ns, seq)
             self._slice_ended(handle, start_ns, end_ns, task, seq, cpu_end)
         except Exception:  # never let reporting break the loop
             logger.exception("ringloop.watch: failed to report a slow slice")
+
+    def _gather(self, start_ns: int, end_ns: int, seq: int | None) -> causes.Evidence:
+        """The OS counters now, with the watchdog's baseline of slice `seq` (causes.py)."""
+        st = self.state
+        if seq is None:
+            seq = st.seq
+        _tls.reporting = True  # the watch's own reads of /proc are not the slice's I/O
+        try:
+            ev = causes.Evidence(start_ns, end_ns, self.thread_id)
+            base = st.base
+            if base is not None and base[0] == seq:
+                ev.base = base[1]
+                st.base = None
+            ev.end = causes.Snapshot.take(st.native_id)
+            # Under a quota the watchdog may itself be throttled for up to a period (100 ms by
+            # default) before the slice began: a reading that old still frames it.
+            ev.pre, ev.max_gap_ns = list(st.pre), st.arm_ns + 100_000_000
+            ev.signal_delay_ns, st.signal_delay_ns = st.signal_delay_ns, 0
+            ev.gil = [w for w in st.gil_windows if w.after.t_ns > start_ns]
+            st.gil_windows = []
+            wd = get_watchdog()
+            c = st.clocks
+            if (
+                c is not None
+                and c.t_ns <= wd.due_ns
+                and start_ns < wd.due_ns
+                and wd.woke_ns < wd.due_ns < end_ns
+            ):
+                # The watchdog has been waiting for the GIL since it was due: a window still open.
+                now = causes.Clocks.take(st.native_id, wd.native_id)
+                ev.gil.append(causes.GilWindow(st.clocks, now, wd.due_ns))
+            return ev
+        finally:
+            _tls.reporting = False
 
     def _slice_ended(
         self, handle: Any, start_ns: int, end_ns: int, task: Any, seq, cpu_end: int
@@ -175,6 +215,7 @@ class LoopMonitor:
         _materialize_io(st, st.seq)
         io = list(st.io_events) if st.io_seq == st.seq else []
         cpu = self._cpu_fraction(share, arm_wall, cpu0, cpu_end, now_ns)
+        self._evidence = self._gather(start, now_ns, st.seq)
         self._dispatch(handle, start, now_ns, task, io, samples, cpu, True, consumer)
 
     def _cpu_fraction(
@@ -281,26 +322,86 @@ class LoopMonitor:
             if sp is not None:
                 b.next_await = summaries([sp])[0]
         b.cpu_fraction = cpu_fraction
-        b.kind = _kind(b, samples, end_ns - start_ns, self.state.arm_ns)
+        ev, self._evidence = self._evidence, None
+        if ev is None or ev.start_ns != start_ns:
+            ev = causes.Evidence(start_ns, end_ns, self.thread_id)
+        found, app_cpu = causes.breakdown(ev)
+        app_ns = (end_ns - start_ns) - int(sum(c.seconds for c in found) * 1e9)
+        app_frac = None
+        if app_cpu is not None and app_ns > 0:
+            app_frac = min(1.0, app_cpu / app_ns)
+        app_kind = _kind(b, samples, end_ns - start_ns, self.state.arm_ns, app_frac)
+        for c in found:
+            if c.cause == "gil":
+                _holder_stack(c)
+        if app_ns >= 50_000:  # 0.05 ms: below what the readings resolve
+            where = (
+                format_location((b.line.filename, b.line.lineno or 0, b.line.name))
+                if b.line
+                else None
+            )
+            found.append(
+                causes.Cause(
+                    app_kind,
+                    app_ns / 1e9,
+                    {"line": where, "cpu_fraction": app_frac},
+                    application=True,
+                )
+            )
+        found.sort(key=lambda c: -c.seconds)
+        b.causes = found
+        b.kind = found[0].cause if found else app_kind
         return b
 
 
-def _kind(b: Block, samples: list, duration_ns: int, arm_ns: int) -> str:
+def _holder_stack(cause: causes.Cause) -> None:
+    """Where the thread that held the GIL is now: just past the call that held it (it gave
+    the GIL up at its first check after that call)."""
+    import sys
+
+    frame = sys._current_frames().get(cause.evidence.get("ident"))
+    if frame is None:
+        return
+    frames = _frames_of(frame)
+    if frames:
+        cause.evidence["stack"] = [format_location(ft) for ft in frames]
+        cause.evidence["at"] = format_location(blamed_frame(frames))
+
+
+def _frames_of(frame: Any) -> list:
+    out = []
+    while frame is not None and len(out) < 64:
+        out.append((frame.f_code.co_filename, frame.f_lineno or 0, frame.f_code.co_name))
+        frame = frame.f_back
+    out.reverse()
+    return out
+
+
+def _kind(
+    b: Block, samples: list, duration_ns: int, arm_ns: int, app_frac: float | None = None
+) -> str:
+    """The kind of the application's own time: the I/O its line did, else `cpu` or `wait`."""
+    if app_frac is not None:
+        b_frac = app_frac
+    else:
+        b_frac = b.cpu_fraction
     if b.io_events:
         io_kind = Counter(e.kind for e in b.io_events).most_common(1)[0][0]
-        if b.cpu_fraction is None or b.line is None:
+        if b_frac is None or b.line is None:
             return io_kind
         # I/O happened, but did the time go there? Only if the blamed line made an I/O call.
         lines = {(e.where[0], e.where[1]) for e in b.io_events if e.where}
         if (b.line.filename, b.line.lineno) in lines:
             return io_kind
-    if b.cpu_fraction is not None:
+    if b_frac is not None:
         # Off-CPU means the thread waited: a sleep, a lock, a socket, a pipe, a disk. A
         # waiting thread uses ~0 % CPU; a busy one can get well under 100 % on a loaded
         # machine, hence the low cut.
-        return "cpu" if b.cpu_fraction >= 0.25 else "wait"
+        return "cpu" if b_frac >= 0.25 else "wait"
     if not samples and duration_ns > 3 * arm_ns + 5_000_000:
-        return "gil"  # the watchdog never got the GIL: one C call held it throughout
+        # The watchdog never got the GIL and no other thread was found holding it: one C call
+        # of the loop thread's own held it throughout.
+        return "cpu"
     return "unknown"
 
 
@@ -315,6 +416,10 @@ def _for_consumer(base: Block, c: Consumer, dur: int, lo: int, io, slow: bool, h
         strict=not slow,
         context=dict(base.context),
     )
+    if base.duration > 0 and dur / 1e9 < base.duration:
+        # Part of the slice ran before this consumer was attached: its share, pro rata.
+        f = dur / 1e9 / base.duration
+        block.causes = [dataclasses.replace(c, seconds=c.seconds * f) for c in base.causes]
     if c.context_providers:
         ctx = getattr(handle, "_context", None)
         for provider in c.context_providers:

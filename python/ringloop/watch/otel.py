@@ -3,7 +3,9 @@
 Use ``context_providers=[otel.span_provider]`` so the span current in the blocked task's
 context rides along in ``block.context``, and ``on_block=otel.record`` (or
 ``otel.install()``, which hears every block) to add a ``ringloop.blocking`` span event with the
-duration, kind, task and line. Without the ``opentelemetry`` package both do nothing.
+duration, kind, task, line and the breakdown by cause (``ringloop.block.cause.<cause>_ms``,
+``ringloop.block.causes``, and for a GIL held elsewhere ``ringloop.block.gil.thread``/``.at``).
+Without the ``opentelemetry`` package both do nothing.
 """
 
 from __future__ import annotations
@@ -48,6 +50,15 @@ def attributes(block: Block) -> dict[str, Any]:
         attrs["ringloop.block.coroutine"] = block.coroutine
     if block.callback:
         attrs["ringloop.block.callback"] = block.callback
+    if block.causes:
+        attrs["ringloop.block.causes"] = [c.cause for c in block.causes]
+        attrs["ringloop.block.breakdown"] = block.breakdown()
+        for c in block.causes:
+            attrs[f"ringloop.block.cause.{c.cause}_ms"] = round(c.seconds * 1000, 3)
+            if c.cause == "gil":
+                for key in ("thread", "at"):
+                    if c.evidence.get(key):
+                        attrs[f"ringloop.block.gil.{key}"] = str(c.evidence[key])
     if block.line is not None:
         attrs["code.filepath"] = block.line.filename
         attrs["code.lineno"] = block.line.lineno

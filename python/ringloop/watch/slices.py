@@ -55,6 +55,13 @@ class SliceState:
         "run_share",
         "cpu_clock",
         "sampled_task",
+        # cause breakdown (causes.py)
+        "native_id",
+        "base",
+        "clocks",
+        "gil_windows",
+        "pre",
+        "signal_delay_ns",
     )
 
     def __init__(self, monitor: Any, thread_id: int) -> None:
@@ -88,6 +95,12 @@ class SliceState:
         self.run_share: float | None = None
         self.cpu_clock = None
         self.sampled_task = None
+        self.native_id: int | None = None  # the loop thread's kernel id
+        self.base = None  # (seq, causes.Snapshot) taken when slice seq was armed
+        self.clocks = None  # causes.Clocks at the watchdog's last wake
+        self.gil_windows: list = []  # causes.GilWindow: late wakes of the watchdog
+        self.signal_delay_ns = 0  # run delay the native sampler's signals caused (ringloop)
+        self.pre: list = []  # causes.Snapshot at the watchdog's last wakes, under a CPU quota only
 
     def in_slice(self) -> bool:
         return self.start_ns != 0

@@ -23,6 +23,8 @@ import threading
 import time
 from typing import Any
 
+from .causes import _MIN_GIL_NS as _LATE_NS
+from .causes import Clocks, GilWindow, Snapshot, armed, under_quota
 from .slices import SliceState
 from .stacks import PythonStackSampler, StackSampler
 
@@ -73,12 +75,22 @@ class Watchdog:
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._pid = os.getpid()
+        # When the watchdog meant to wake, and when it last did: a wake much later than
+        # planned means the GIL was held (see causes.py).
+        self.due_ns = 0
+        self.woke_ns = 0
+        self.set_ns = 0
+        self.ident = 0
+        self.native_id = 0
 
     def add(self, state: SliceState) -> None:
         with self._lock:
             state.cpu_clock = _cpu_clock(state.thread_id)
+            thread = threading._active.get(state.thread_id)  # noqa: SLF001
+            state.native_id = getattr(thread, "native_id", None)
             self._states = [*self._states, state]
             self._ensure_thread()
+        self.set_ns = time.monotonic_ns()
         self._wake.set()  # re-plan the sleep with the new state's arming time
 
     def remove(self, state: SliceState) -> None:
@@ -98,23 +110,48 @@ class Watchdog:
 
     def _run(self) -> None:
         mono = time.monotonic_ns
+        self.ident = threading.get_ident()
+        self.native_id = threading.get_native_id()
         while True:
             states = self._states
-            now = mono()
+            now = self.woke_ns = mono()
+            if self.due_ns and now - self.due_ns >= _LATE_NS:
+                for st in states:
+                    self._late(st)
             wake_at = now + _IDLE_POLL_NS
             for st in states:
                 wake_at = min(wake_at, self._visit(st, now))
-            timeout = max(wake_at - mono(), 200_000) / 1e9
-            if self._wake.wait(timeout):
+            wake_at = max(wake_at, mono() + 200_000)
+            self.due_ns = wake_at  # before the clocks: a window never starts before its baseline
+            quota = under_quota()
+            for st in states:
+                # The baseline of a GIL wait that may begin before the next wake (cheap:
+                # thread CPU clocks, no /proc).
+                st.clocks = Clocks.take(st.native_id, self.native_id)
+                if quota:  # see causes.Evidence.pre
+                    st.pre = [*st.pre[-3:], Snapshot.take(st.native_id)]
+            if self._wake.wait((wake_at - mono()) / 1e9):
                 self._wake.clear()
+                self.due_ns = min(self.set_ns, self.due_ns)  # woken on purpose: due then
+
+    def _late(self, st: SliceState) -> None:
+        """This wake came late: record the window for the GIL analysis of the slice."""
+        before = st.clocks
+        if before is None or st.start_ns == 0 or before.t_ns > self.due_ns:
+            return
+        w = GilWindow(before, Clocks.take(st.native_id, self.native_id), self.due_ns)
+        st.gil_windows = [*st.gil_windows[-7:], w]
 
     def _visit(self, st: SliceState, now: int) -> int:
         """Look at one loop; sample it if armed. Returns when it wants to be visited again."""
         start = st.start_ns
         if start == 0:
+            armed.pop(st.thread_id, None)
             # Between slices: a slice starting now needs arm_ns to become interesting.
             return now + st.arm_ns
         seq = st.seq
+        if st.sample_seq != seq:
+            armed.pop(st.thread_id, None)  # the armed slice has ended
         age = now - start
         if age < st.arm_ns:
             return start + st.arm_ns
@@ -136,6 +173,9 @@ class Watchdog:
             st.arm_wall_ns = now
             st.cpu_at_arm_ns = _read_cpu(st.cpu_clock)
             st.next_sample_ns = now
+        # The slice is suspicious now: the OS counters' baseline (see causes.py).
+        st.base = (seq, Snapshot.take(st.native_id))
+        armed[st.thread_id] = st.native_id
 
     def _sample(self, st: SliceState, seq: int) -> None:
         try:

@@ -77,7 +77,10 @@ impl HttpConn {
             let fd = st.io.as_ref().map(|io| io.get().fd());
             let pending = st.h1.buffered() > 0 || fd.is_some_and(|fd| crate::reactor::sys::bytes_waiting(fd) > 0);
             let grace = slf.get().server.get().drain_idle.load(Ordering::Relaxed);
-            st.cycle.is_none() && !pending && crate::reactor::sys::monotonic_ns().saturating_sub(st.since) >= grace
+            st.cycle.is_none()
+                && !st.static_sending
+                && !pending
+                && crate::reactor::sys::monotonic_ns().saturating_sub(st.since) >= grace
         };
         if idle {
             Self::close_when_flushed(slf)?;

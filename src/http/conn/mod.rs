@@ -22,6 +22,7 @@
 //! - the request body is read from `h1` only when the application asks (`receive`): unread
 //!   body stays in `h1`'s buffer, and reading the socket pauses when it is full.
 
+mod files;
 mod lifecycle;
 mod output;
 
@@ -33,7 +34,7 @@ use pyo3::{intern, PyTraverseError, PyVisit};
 
 use super::asgi;
 use super::body::Collected;
-use super::host::Host;
+use super::host::{Host, RequestName};
 use super::native;
 use super::cycle::{self, Cycle};
 use super::request::{self, HeadCopy};
@@ -91,6 +92,10 @@ pub(crate) struct ConnState {
     linger_after: bool,
     /// Half-closed after an error answer: reads are discarded until EOF or `LINGER_NS`.
     pub(crate) lingering: bool,
+    /// A static file's body is still being sent by `send_rest` (the connection is busy, as
+    /// with a `cycle`), and its access-log line.
+    static_sending: bool,
+    static_log: Option<Box<(files::LogLine, u16, u64)>>,
     /// When the current wait began (idle since, or the body's last progress), and when the
     /// current head began: what the timeouts measure.
     pub(crate) since: u64,
@@ -108,6 +113,8 @@ pub struct HttpConn {
 /// What `process` does next, decided under the borrow.
 enum Step {
     Start(HeadCopy),
+    /// A static file (`files.rs`), answered without the application.
+    Static(Box<files::StaticStep>),
     /// A synchronous native handler's request is waiting for more of its body.
     Collect(u64),
     Stop,
@@ -152,7 +159,9 @@ impl HttpConn {
                     let parts = &mut *st;
                     let step = match parts.h1.poll() {
                         Ok(Event::Head(head)) => {
-                            if server.limit_concurrency.is_some_and(|l| server.in_flight.load(Ordering::Relaxed) >= l) {
+                            if let Some(s) = files::static_answer(server, &head) {
+                                Step::Static(s)
+                            } else if server.limit_concurrency.is_some_and(|l| server.in_flight.load(Ordering::Relaxed) >= l) {
                                 Step::Fail(503, "limit-concurrency")
                             } else {
                                 Step::Start(HeadCopy::from_head(py, &head, &server.root_path_bytes, parts.scope.as_ref()))
@@ -186,6 +195,11 @@ impl HttpConn {
                 }
                 Step::Start(head) => {
                     if !Self::start(slf, head)? {
+                        break;
+                    }
+                }
+                Step::Static(s) => {
+                    if !Self::serve_static(slf, s)? {
                         break;
                     }
                 }
@@ -245,7 +259,7 @@ impl HttpConn {
                 match server.app.bind(py).call1((scope, c.receive.bind(py), c.send_fn.bind(py))) {
                     // The app's own coroutine is the task's (no wrapper frame): how it ended is
                     // read off the task (`asgi::watch`).
-                    Ok(coro) => Self::spawn(slf, &coro, Some(c.send.bind(py)))?,
+                    Ok(coro) => Self::spawn(slf, &coro, Some(c.send.bind(py)), Some((head.method.bind(py), head.path.bind(py))))?,
                     Err(e) => c.send.get().failed(py, &e.into_value(py).into_bound(py))?,
                 }
                 let old = this.st.borrow_mut(py)?.spare.replace(c);
@@ -277,7 +291,7 @@ impl HttpConn {
                     submit.bind(py).call1((server.app.bind(py), request, receive, send))?;
                 } else {
                     let coro = server.runner.bind(py).call_method1(intern!(py, "run_async"), (server.app.bind(py), request, receive, send))?;
-                    Self::spawn(slf, &coro, None)?;
+                    Self::spawn(slf, &coro, None, Some((head.method.bind(py), head.path.bind(py))))?;
                 }
             }
         }
@@ -286,8 +300,9 @@ impl HttpConn {
 
     /// Run `coro` for the current request in the connection's host task (`host.rs`), or,
     /// while a coroutine of an earlier request still runs there, in a task of its own whose
-    /// first step runs now. `send`: told how it ended (ASGI).
-    pub(crate) fn spawn(slf: &Bound<'_, Self>, coro: &Bound<'_, PyAny>, send: Option<&Bound<'_, asgi::Send>>) -> PyResult<()> {
+    /// first step runs now. `send`: told how it ended (ASGI). `request`: the method and path
+    /// the host task is named after.
+    pub(crate) fn spawn(slf: &Bound<'_, Self>, coro: &Bound<'_, PyAny>, send: Option<&Bound<'_, asgi::Send>>, request: RequestName<'_, '_>) -> PyResult<()> {
         let py = slf.py();
         let this = slf.get();
         let existing = this.st.borrow(py)?.host.as_ref().map(|h| h.clone_ref(py));
@@ -302,7 +317,7 @@ impl HttpConn {
         };
         if !host.get().busy(py)? {
             watch::note_hosted(this, py)?;
-            return Host::run_first_step(host.bind(py), this.loop_(py), coro, send.map(|s| s.clone().unbind()));
+            return Host::run_first_step(host.bind(py), this.loop_(py), coro, send.map(|s| s.clone().unbind()), request);
         }
         let task = Self::spawn_task(slf, coro)?;
         watch::note_spawned(this, py, &task)?;
@@ -548,6 +563,8 @@ impl HttpConn {
                 close_after: false,
                 linger_after: false,
                 lingering: false,
+                static_sending: false,
+                static_log: None,
                 since: now,
                 head_since: now,
                 idle_phase: true,
@@ -611,7 +628,13 @@ impl HttpConn {
         }
         slf.get().st.borrow_mut(py)?.h1.feed_eof();
         Self::run(slf)?;
-        let busy = slf.get().st.borrow(py)?.cycle.is_some();
+        let (busy, sending) = {
+            let st = slf.get().st.borrow(py)?;
+            (st.cycle.is_some(), st.static_sending)
+        };
+        if sending {
+            return Ok(true); // the static body goes on; the EOF is seen after it (`h1`)
+        }
         if busy {
             cycle::answer_receiver(slf)?;
         } else {

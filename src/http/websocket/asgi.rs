@@ -41,7 +41,7 @@ pub(crate) fn start(conn: &Bound<'_, HttpConn>, head: &HeadCopy, id: u64) -> PyR
     let receive = Py::new(py, Receive { conn: conn.clone().unbind(), cycle: id.into(), ws: true })?;
     let send = Py::new(py, Send { conn: conn.clone().unbind(), cycle: id.into(), ws: true })?;
     match server.app.bind(py).call1((scope, receive, send.bind(py))) {
-        Ok(coro) => HttpConn::spawn(conn, &coro, Some(send.bind(py)))?,
+        Ok(coro) => HttpConn::spawn(conn, &coro, Some(send.bind(py)), None)?,
         Err(e) => send.get().failed(py, &e.into_value(py).into_bound(py))?,
     }
     Ok(false)

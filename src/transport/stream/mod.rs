@@ -158,6 +158,12 @@ impl StreamIO {
         Ok(st.size > st.high)
     }
 
+    /// Whether nothing waits in the write buffer (a native protocol may then write to the
+    /// socket itself: sendfile).
+    pub fn buffer_empty(slf: &Bound<'_, Self>) -> PyResult<bool> {
+        Ok(slf.get().st.borrow(slf.py())?.size == 0)
+    }
+
     fn transport(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
         Ok(self.st.borrow(py)?.transport.as_ref().map(|t| t.clone_ref(py)))
     }

@@ -40,13 +40,20 @@ const MAX_IOV: usize = 64;
 /// asyncio's `constants.LOG_THRESHOLD_FOR_CONNLOST_WRITES`.
 const LOG_THRESHOLD_FOR_CONNLOST_WRITES: u32 = 5;
 
-/// asyncio's type check of `write`'s argument, with its message.
+/// asyncio's type check of `write`'s argument, with the running Python's message (3.14 renamed
+/// "a bytes-like object" to the three types it names; ringloop still takes any bytes-like).
 fn check_bytes_like(data: &Bound<'_, PyAny>) -> PyResult<()> {
     if is_bytes_like(data) {
         return Ok(());
     }
+    let py = data.py();
     let name = data.get_type().name()?;
-    Err(PyTypeError::new_err(format!("data argument must be a bytes-like object, not {}", name.repr()?)))
+    let what = if py.version_info() >= (3, 14) {
+        "a bytes, bytearray, or memoryview object"
+    } else {
+        "a bytes-like object"
+    };
+    Err(PyTypeError::new_err(format!("data argument must be {what}, not {}", name.repr()?)))
 }
 
 fn send_flags() -> i32 {

@@ -115,6 +115,7 @@ class NativeBackend:
         st.total_ns += duration_ns
         if self._native_sampler:
             self._adopt_native_samples(self.loop._slice_seq)
+            st.signal_delay_ns = self.loop._native_signal_delay(self.loop._slice_seq)
         if getattr(self.loop, "_native_audit", False):
             record_buffered(st, self.loop._slice_audit_events())
         st.on_slow(handle, start_ns, start_ns + duration_ns)

@@ -1,0 +1,550 @@
+"""Why a slice took long: its duration broken down by cause.
+
+A slice that blocked the loop for 180 ms did not necessarily run the application's code for
+180 ms. The breakdown (``Block.causes``, largest first; ``Block.kind`` is the largest) names:
+
+- ``gc`` — the cyclic garbage collector ran on the loop thread inside the slice. Evidence:
+  generation, objects collected, collections. Measured exactly: a ``gc.callbacks`` entry
+  (installed while anything is watched) keeps the last collections' start and stop times;
+  it runs once per collection, never per callback.
+- ``throttled`` — the process's cgroup hit its CPU quota (CFS bandwidth control, the
+  Kubernetes CPU limit): the loop thread was runnable but its group was not allowed to run.
+  Evidence: periods throttled and time.
+- ``starved`` — the loop thread was runnable but another thread or process had the CPU.
+  Evidence: the time it waited for a CPU.
+- ``gil`` — the loop thread waited for the GIL while another thread held it. Evidence: that
+  thread, and its stack where it can be seen.
+- the application's own time: ``cpu`` or ``wait`` (or the audited I/O's kind), with its line.
+
+OS facts relied on (Linux):
+
+- ``/proc/self/task/<tid>/schedstat``: ``<ns on a CPU> <ns runnable, waiting for a CPU>
+  <timeslices>``, cumulative per thread (CONFIG_SCHED_INFO, on in every distribution kernel).
+  The second field is the run delay. A task of a throttled group stays queued (runnable) on
+  its group's throttled run queue, so throttled time shows in its run delay too: throttling
+  is the part of the run delay that the cgroup's throttled time accounts for, starvation the
+  rest.
+- cgroup v1 ``cpu.stat``: ``nr_throttled``, ``throttled_time`` (ns); v2: ``nr_throttled``,
+  ``throttled_usec``. Throttled time is summed over the group's per-CPU run queues, so on
+  several CPUs it can exceed wall time: it is only ever used up to the loop thread's own run
+  delay. A quota set on an ancestor throttles the ancestor's queues, not the child's, so every
+  level from the process's group up to the root is read and the largest delta wins.
+- Waiting for the GIL is a futex wait: the thread is *sleeping*, not runnable, so it is not
+  in the run delay. It is found from the other side: the watch's own Python watchdog needs
+  the GIL to run, so when it wakes late while the loop thread stayed off its CPU and another
+  Python thread ran, that thread held the GIL (``GilWindow``).
+
+How the readings are taken without cost on the fast path (nothing is read per callback):
+
+- at every wake-up the watchdog thread reads the loop thread's CPU clock and the other Python
+  threads' (``clock_gettime`` on their thread CPU clocks, no ``/proc``); those are the
+  baseline of a GIL wait that begins before the watchdog can run again;
+- once a slice is suspicious (older than the arm point, a quarter of the threshold) the
+  watchdog reads the loop thread's ``schedstat`` and the cgroup's ``cpu.stat`` (``Snapshot``);
+- when a slice ends over the threshold, the loop thread reads the same again.
+
+The OS counters thus cover the slice from its arm point on; the part before it (at most a
+quarter of the threshold) is extrapolated from the measured part (GC, measured exactly, is
+taken out of both first). When the watchdog could not arm (the GIL was held from the start),
+no ``schedstat`` baseline exists and only ``gc`` and ``gil`` are separated from the
+application's time.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+# -- readings --------------------------------------------------------------------------------
+
+
+def _read(path: str) -> bytes | None:
+    # os.open, not open(): no buffered file object, and the watch's own reads must stay cheap.
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        return os.read(fd, 4096)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def schedstat(native_id: int | None) -> tuple[int, int] | None:
+    """(ns on a CPU, ns runnable waiting for one) of thread ``native_id`` of this process."""
+    if native_id is None:
+        return None
+    raw = _read(f"/proc/self/task/{native_id}/schedstat")
+    if raw is None:
+        return None
+    try:
+        cpu, delay = raw.split()[:2]
+        return int(cpu), int(delay)
+    except ValueError:
+        return None
+
+
+_CGROUP_ROOTS_V1 = (
+    "/sys/fs/cgroup/cpu",
+    "/sys/fs/cgroup/cpu,cpuacct",
+    "/sys/fs/cgroup/cpuacct,cpu",
+)
+_cgroup_cache: tuple[float, list[tuple[str, bool]]] = (0.0, [])
+_CGROUP_CACHE_S = 1.0
+
+
+def cgroup_stat_files() -> list[tuple[str, bool]]:
+    """``(cpu.stat path, is_v2)`` for the process's CPU cgroup and each ancestor up to the
+    root, innermost first. Looked up at most once a second (a process is rarely moved)."""
+    global _cgroup_cache
+    now = time.monotonic()
+    if now - _cgroup_cache[0] < _CGROUP_CACHE_S:
+        return _cgroup_cache[1]
+    files: list[tuple[str, bool]] = []
+    raw = _read("/proc/self/cgroup") or b""
+    for line in raw.decode("ascii", "replace").splitlines():
+        hid, _, rest = line.partition(":")
+        controllers, _, path = rest.partition(":")
+        if hid == "0" and controllers == "":
+            for root in ("/sys/fs/cgroup", "/sys/fs/cgroup/unified"):
+                if os.path.exists(f"{root}/cgroup.controllers"):
+                    files += _chain(root, path, True)
+                    break
+        elif "cpu" in controllers.split(","):
+            for root in _CGROUP_ROOTS_V1:
+                if os.path.isdir(root):
+                    files = _chain(root, path, False) + [f for f in files if f[1]]
+                    break
+    # A v1 cpu controller, when mounted, is the one that throttles: prefer it.
+    if any(not v2 for _, v2 in files):
+        files = [f for f in files if not f[1]]
+    _cgroup_cache = (now, files)
+    return files
+
+
+def _chain(root: str, path: str, v2: bool) -> list[tuple[str, bool]]:
+    parts = [p for p in path.split("/") if p]
+    out = []
+    for i in range(len(parts), -1, -1):
+        stat = os.path.join(root, *parts[:i], "cpu.stat")
+        if os.path.exists(stat):
+            out.append((stat, v2))
+    return out
+
+
+_quota_cache: tuple[float, bool] = (0.0, False)
+
+
+def under_quota() -> bool:
+    """Whether the process's CPU cgroup or an ancestor has a CPU quota (else throttling cannot
+    happen and ``cpu.stat`` is never read). Looked up at most once a second."""
+    global _quota_cache
+    now = time.monotonic()
+    if now - _quota_cache[0] < _CGROUP_CACHE_S:
+        return _quota_cache[1]
+    limited = False
+    for stat, v2 in cgroup_stat_files():
+        d = os.path.dirname(stat)
+        raw = _read(os.path.join(d, "cpu.max" if v2 else "cpu.cfs_quota_us")) or b""
+        word = raw.split()[:1]
+        if word and word[0] not in (b"max", b"-1"):
+            limited = True
+            break
+    _quota_cache = (now, limited)
+    return limited
+
+
+def throttling() -> dict[str, tuple[int, int]]:
+    """``{cpu.stat path: (periods throttled, ns throttled)}`` for the process's cgroups."""
+    out: dict[str, tuple[int, int]] = {}
+    if not under_quota():
+        return out
+    for path, v2 in cgroup_stat_files():
+        raw = _read(path)
+        if raw is None:
+            continue
+        fields = dict(
+            line.split(None, 1)
+            for line in raw.decode("ascii", "replace").splitlines()
+            if " " in line
+        )
+        try:
+            n = int(fields.get("nr_throttled", 0))
+            ns = int(fields["throttled_usec"]) * 1000 if v2 else int(fields["throttled_time"])
+        except (KeyError, ValueError):
+            continue
+        out[path] = (n, ns)
+    return out
+
+
+@dataclass
+class Snapshot:
+    """The OS counters at one moment (see the module docs for when they are read)."""
+
+    t_ns: int
+    sched: tuple[int, int] | None  # the loop thread's (cpu, run delay)
+    throttle: dict[str, tuple[int, int]]
+
+    @classmethod
+    def take(cls, native_id: int | None) -> Snapshot:
+        return cls(time.monotonic_ns(), schedstat(native_id), throttling())
+
+
+# -- CPU clocks of Python threads (the watchdog's cheap baseline) -----------------------------
+
+
+def thread_cpu(native_id: int | None) -> int | None:
+    """CPU time (ns) of thread ``native_id`` of this process, None if it has ended.
+
+    Linux encodes a thread's CPU clock as ``(~tid << 3) | 6`` (``MAKE_THREAD_CPUCLOCK(tid,
+    CPUCLOCK_SCHED)``, what ``pthread_getcpuclockid`` returns): one ``clock_gettime``, no
+    ``/proc``, and keyed by the kernel's thread id, which — unlike a ``pthread_t``, reused as
+    soon as a thread is joined — is not handed to a new thread while the old one is known."""
+    if native_id is None:
+        return None
+    try:
+        return time.clock_gettime_ns((~native_id << 3) | 6)
+    except OSError:
+        return None
+
+
+_names: dict[int, str] = {}  # kernel thread id -> name, kept past a thread's end for its report
+
+
+@dataclass
+class Clocks:
+    """CPU clocks of the loop thread and the other Python threads (by kernel thread id) at one
+    moment."""
+
+    t_ns: int
+    loop: int | None
+    others: dict[int, int]
+
+    @classmethod
+    def take(cls, loop_native: int | None, skip: int) -> Clocks:
+        others = {}
+        for thread in list(threading._active.values()):  # noqa: SLF001 - no lock, no copy
+            tid = thread.native_id
+            if tid is None or tid == loop_native or tid == skip:
+                continue
+            v = thread_cpu(tid)
+            if v is not None:
+                others[tid] = v
+                if tid not in _names:
+                    _names[tid] = thread.name
+        if len(_names) > 2 * len(others) + 64:  # forget threads that ended
+            for tid in [t for t in _names if t not in others]:
+                del _names[tid]
+        return cls(time.monotonic_ns(), thread_cpu(loop_native), others)
+
+
+@dataclass
+class GilWindow:
+    """A time the watchdog could not get the GIL: from when it should have woken to when it
+    ran (or the slice ended), with the CPU clocks at both ends."""
+
+    before: Clocks
+    after: Clocks
+    due_ns: int
+
+
+# -- garbage collection -----------------------------------------------------------------------
+
+_GC_KEEP = 256
+# (thread ident, start ns, end ns, generation, collected, run delay ns inside or -1)
+_gc_events: deque[tuple[int, int, int, int, int, int]] = deque(maxlen=_GC_KEEP)
+_gc_start: list[int] = [0, 0, -1]  # thread ident, ns, run delay at the start (-1: not read)
+_gc_users = 0
+# Loop threads (ident -> kernel id) whose running slice is armed. A collection there, or any
+# full (generation 2) collection, reads the thread's run delay at its start and stop (two
+# /proc reads: only inside a suspicious slice, or for the rare collections that take long), so
+# that a collection's own wait for a CPU is known exactly (see `breakdown`).
+armed: dict[int, int | None] = {}
+
+
+def _gc_callback(phase: str, info: dict[str, Any]) -> None:
+    ident = threading.get_ident()
+    if phase == "start":
+        _gc_start[0] = ident
+        _gc_start[1] = time.monotonic_ns()
+        _gc_start[2] = -1
+        if ident in armed or info.get("generation") == 2:
+            ss = schedstat(threading.get_native_id())
+            if ss is not None:
+                _gc_start[2] = ss[1]
+    elif _gc_start[1]:
+        delay = -1
+        if _gc_start[2] >= 0:
+            ss = schedstat(threading.get_native_id())
+            if ss is not None:
+                delay = max(0, ss[1] - _gc_start[2])
+        _gc_events.append(
+            (
+                _gc_start[0],
+                _gc_start[1],
+                time.monotonic_ns(),
+                info.get("generation", 0),
+                info.get("collected", 0),
+                delay,
+            )
+        )
+        _gc_start[1] = 0
+
+
+def gc_watch(on: bool) -> None:
+    """Count a user of the GC record (one per watched loop); the callback is installed while
+    there is at least one."""
+    global _gc_users
+    _gc_users += 1 if on else -1
+    if _gc_users > 0 and _gc_callback not in gc.callbacks:
+        gc.callbacks.append(_gc_callback)
+    elif _gc_users <= 0 and _gc_callback in gc.callbacks:
+        _gc_users = 0
+        gc.callbacks.remove(_gc_callback)
+
+
+def gc_in(thread_ident: int, lo: int, hi: int) -> tuple[int, int, int, int]:
+    """(ns, collections, highest generation, objects collected) of the collections run by
+    thread ``thread_ident`` inside ``[lo, hi]``."""
+    ns, n, gen, collected, _ = _gc_sum(thread_ident, lo, hi)
+    return ns, n, gen, collected
+
+
+def _gc_sum(thread_ident: int, lo: int, hi: int) -> tuple[int, int, int, int, int | None]:
+    ns = n = collected = 0
+    gen = -1
+    delay: int | None = 0
+    for ident, s, e, g, c, d in list(_gc_events):
+        if ident != thread_ident or e <= lo or s >= hi:
+            continue
+        ns += min(e, hi) - max(s, lo)
+        n += 1
+        gen = max(gen, g)
+        collected += c
+        if d < 0:
+            delay = None  # not read: pro rata instead
+        elif delay is not None:
+            delay += d * (min(e, hi) - max(s, lo)) // max(1, e - s)  # the part in the window
+    return ns, n, gen, collected, delay
+
+
+# -- the breakdown ----------------------------------------------------------------------------
+
+
+@dataclass
+class Cause:
+    """One share of a block's duration."""
+
+    cause: str  # "gc", "throttled", "starved", "gil", or the application's kind
+    seconds: float
+    evidence: dict[str, Any] = field(default_factory=dict)
+    application: bool = False  # the application's own time (``cpu``/``wait``/an I/O kind)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "cause": self.cause,
+            "seconds": self.seconds,
+            "application": self.application,
+            "evidence": dict(self.evidence),
+        }
+
+    def describe(self, where: str | None = None) -> str:
+        ms = f"{self.seconds * 1000:.1f} ms"
+        ev = self.evidence
+        if self.cause == "gc":
+            return (
+                f"{ms} gc (generation {ev.get('generation')}, {_count(ev.get('collected', 0))} objects"
+                + (f", {ev['collections']} collections" if ev.get("collections", 1) > 1 else "")
+                + ")"
+            )
+        if self.cause == "throttled":
+            n = ev.get("periods", 0)
+            return f"{ms} throttled by the cgroup's CPU quota ({n} period{'' if n == 1 else 's'})"
+        if self.cause == "starved":
+            return f"{ms} waiting for a CPU"
+        if self.cause == "gil":
+            who = ev.get("thread") or "another thread"
+            at = f" at {ev['at']}" if ev.get("at") else ""
+            return f"{ms} waiting for the GIL held by {who}{at}"
+        at = f" at {where}" if where else ""
+        return f"{ms} in your code{at} ({self.cause})"
+
+
+def _count(n: int) -> str:
+    if n >= 1_000_000:
+        return f"{n / 1e6:.1f} M"
+    if n >= 10_000:
+        return f"{n / 1e3:.0f} k"
+    return str(n)
+
+
+OS_CAUSES = ("gc", "throttled", "starved", "gil")
+
+
+@dataclass
+class Evidence:
+    """What the watch gathered about one slice, for `breakdown`."""
+
+    start_ns: int
+    end_ns: int
+    loop_ident: int
+    base: Snapshot | None = None  # at the arm point
+    end: Snapshot | None = None
+    # Under a CPU quota: at the watchdog's last wake, which may come before the slice (the
+    # watchdog is throttled with the group, so it cannot be relied on to arm in time).
+    pre: list[Snapshot] = field(default_factory=list)
+    max_gap_ns: int = 0
+    signal_delay_ns: int = 0  # run delay caused by the native sampler's signals
+    gil: list[GilWindow] = field(default_factory=list)
+
+
+def breakdown(ev: Evidence) -> tuple[list[Cause], int | None]:
+    """The non-application causes of slice ``ev`` and the application's CPU time in it (ns,
+    None if unknown). The application's share is what the causes leave."""
+    start, end = ev.start_ns, ev.end_ns
+    dur = max(1, end - start)
+    causes: list[Cause] = []
+    gc_ns, gc_n, gc_gen, gc_coll = gc_in(ev.loop_ident, start, end)
+    if gc_ns > 0:
+        causes.append(
+            Cause(
+                "gc", gc_ns / 1e9, {"generation": gc_gen, "collected": gc_coll, "collections": gc_n}
+            )
+        )
+    app_cpu: int | None = None
+    b, e = ev.base, ev.end
+    # The earliest reading inside the slice if it came early (a quarter of the slice at
+    # most: the rest is extrapolated), else the latest from before it. One from before also
+    # counts what happened between it and the slice (the loop thread waking for the slice),
+    # so it is only the fallback, under a CPU quota, when the watchdog ran late.
+    usable = [p for p in ev.pre if p.sched is not None and start - ev.max_gap_ns <= p.t_ns < end]
+    if b is not None and b.sched is not None:
+        usable.append(b)
+    inside = [p for p in usable if p.t_ns > start]
+    before = [p for p in usable if p.t_ns <= start]
+    early = min(inside, key=lambda p: p.t_ns, default=None)
+    if early is not None and (early.t_ns - start) * 4 <= dur:
+        b = early
+    elif before:
+        b = max(before, key=lambda p: p.t_ns)
+    else:
+        b = early
+    if b is not None and e is not None and b.sched is not None and e.sched is not None:
+        lo = max(b.t_ns, start)
+        window = end - lo
+        gc_w, _, _, _, gc_delay_read = _gc_sum(ev.loop_ident, lo, end)
+        measured = window - gc_w
+        if measured > 0 and measured * 4 >= dur - gc_ns:
+            # Extrapolate over the slice's head when the baseline came after the start (see
+            # the module docs); one taken before it covers the slice whole.
+            scale = 1.0 if b.t_ns <= start else (dur - gc_ns) / measured
+            cpu = max(0, e.sched[0] - b.sched[0])
+            # Run delay of the sampler's own signals: they wake a sleeping loop thread, which
+            # then waits for a CPU only to run the handler (ringloop's native sampler).
+            delay = max(0, e.sched[1] - b.sched[1] - ev.signal_delay_ns)
+            # A collection's wall time already holds its own wait for a CPU: read at its
+            # start and stop when the slice was armed, else shared pro rata of the time each
+            # part wanted a CPU (a collection wants one throughout; the rest for its CPU time
+            # and its wait).
+            wanting = max(1, cpu + delay)
+            if gc_delay_read is not None:
+                gc_delay = min(delay, gc_delay_read)
+            else:
+                gc_delay = min(delay, delay * gc_w // wanting)
+            cpu = max(0, cpu - (gc_w - gc_delay))
+            delay -= gc_delay
+            thr_ns, periods = 0, 0
+            for path, (n1, t1) in e.throttle.items():
+                n0, t0 = b.throttle.get(path, (n1, t1))
+                if t1 - t0 > thr_ns:
+                    thr_ns, periods = t1 - t0, n1 - n0
+            thr = min(thr_ns, delay)
+            if thr > 0:
+                causes.append(
+                    Cause(
+                        "throttled",
+                        thr * scale / 1e9,
+                        {"periods": periods, "throttled_time": thr_ns / 1e9},
+                    )
+                )
+            if delay - thr > 0:
+                causes.append(
+                    Cause(
+                        "starved", (delay - thr) * scale / 1e9, {"run_delay": (delay - thr) / 1e9}
+                    )
+                )
+            app_cpu = int(cpu * scale)
+    gil = _gil(ev)
+    if gil is not None:
+        # While another thread held the GIL the loop thread could not run its code anyway:
+        # its wait for a CPU then (it wakes every switch interval to ask for the GIL) is part
+        # of the GIL wait. The run delay is not read at the window's edges, so its share in
+        # the window is taken pro rata of the time outside collections.
+        outside_gc = max(1, dur - gc_ns)
+        for c in causes:
+            if c.cause == "starved":
+                moved = c.seconds * min(1.0, gil.seconds * 1e9 / outside_gc)
+                c.seconds -= moved
+                gil.seconds += moved
+        causes = [c for c in causes if c.seconds > 0]
+        causes.append(gil)
+    # Never more than the slice: the measured causes overlap only by measurement error.
+    total = sum(c.seconds for c in causes)
+    if total * 1e9 > dur:
+        f = dur / 1e9 / total
+        for c in causes:
+            c.seconds *= f
+    return causes, app_cpu
+
+
+_MIN_GIL_NS = 2_000_000  # a watchdog this late may just have been slow to be scheduled
+
+
+def _gil(ev: Evidence) -> Cause | None:
+    """The loop thread's wait for a GIL another thread held, from the watchdog's late wakes."""
+    wait = 0
+    holders: dict[int, int] = {}
+    for w in ev.gil:
+        lo, hi = max(w.due_ns, ev.start_ns), min(w.after.t_ns, ev.end_ns)
+        span = hi - lo
+        if span < _MIN_GIL_NS:
+            continue
+        whole = max(1, w.after.t_ns - w.before.t_ns)
+        loop_cpu = 0
+        if w.before.loop is not None and w.after.loop is not None:
+            loop_cpu = (w.after.loop - w.before.loop) * span // whole
+        # Another Python thread ran for much of the window: it held the GIL.
+        best, best_cpu = None, 0
+        for ident, c1 in w.after.others.items():
+            c0 = w.before.others.get(ident, 0)  # not there before: started since, from 0
+            if c1 - c0 > best_cpu:
+                best, best_cpu = ident, c1 - c0
+        # A holder starved of CPU (a loaded machine) still runs for a fair part of the window,
+        # and much more than the loop thread did.
+        if best is None or best_cpu * 16 < whole or best_cpu < 2 * loop_cpu:
+            # No Python thread ran: the watchdog was late for want of a CPU, not of the GIL. (A
+            # thread that started and ended inside the window is not seen either; the process's
+            # CPU clock cannot tell it from native threads such as ringloop's sampler.)
+            continue
+        waited = max(0, span - loop_cpu)
+        waited = max(0, span - loop_cpu)
+        wait += waited
+        holders[best] = holders.get(best, 0) + waited
+    if wait < _MIN_GIL_NS:
+        return None
+    holder = max(holders, key=holders.__getitem__)
+    ident = next((t.ident for t in list(threading._active.values()) if t.native_id == holder), None)  # noqa: SLF001
+    evidence: dict[str, Any] = {
+        "thread": _names.get(holder) or f"thread {holder}",
+        "native_id": holder,
+    }
+    if ident is not None:
+        evidence["ident"] = ident
+    return Cause("gil", wait / 1e9, evidence)

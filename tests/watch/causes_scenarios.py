@@ -1,0 +1,229 @@
+"""Scenarios that make each cause of a block happen for real, with their own measure of it.
+
+Each scenario measures the time it spent on its cause by a means of its own (a gc callback of
+its own, the loop thread's schedstat read around exactly the work, the cgroup's counters read
+around exactly the work, the GIL holder's and the waiter's own clocks), so a test compares the
+watch's breakdown against what happened, never against wall-clock constants: a loaded machine
+changes both sides alike. Also run as a child process by the throttling test
+(``python causes_scenarios.py throttle <loop> <cgroup dir>``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from contextlib import contextmanager
+
+GRAPH = 150_000  # pairs of objects in reference cycles: a collection of 50-500 ms
+THRESHOLD = 0.01
+
+
+class _Node:
+    __slots__ = ("other", "__weakref__", "__dict__")
+
+
+def cycles(n: int = GRAPH) -> list:
+    out = []
+    for _ in range(n):
+        a, b = _Node(), _Node()
+        a.other, b.other = b, a
+        out.append(a)
+    return out
+
+
+def schedstat() -> tuple[int, int]:
+    """The calling thread's (ns on a CPU, ns waiting for one)."""
+    with open(f"/proc/self/task/{threading.get_native_id()}/schedstat") as f:
+        cpu, delay = f.read().split()[:2]
+    return int(cpu), int(delay)
+
+
+class GcTimer:
+    """The scenario's own measure of the collections run on this thread."""
+
+    def __init__(self) -> None:
+        self.ns = 0
+        self._t0 = 0
+        self._me = threading.get_ident()
+
+    def __call__(self, phase: str, info: dict) -> None:
+        if threading.get_ident() != self._me:
+            return
+        if phase == "start":
+            self._t0 = time.monotonic_ns()
+        elif self._t0:
+            self.ns += time.monotonic_ns() - self._t0
+            self._t0 = 0
+
+    def __enter__(self) -> GcTimer:
+        gc.callbacks.append(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        gc.callbacks.remove(self)
+
+
+@contextmanager
+def gc_off():
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def spin_cpu(cpu_s: float) -> None:
+    """Run on the CPU until this thread has used `cpu_s` of CPU time (however long that takes
+    on a shared or throttled CPU)."""
+    end = time.thread_time() + cpu_s
+    while time.thread_time() < end:
+        pass
+
+
+# -- starvation: CPU hogs pinned to the loop thread's core ----------------------------------------
+
+_HOG = "import os,sys; os.sched_setaffinity(0,{int(sys.argv[1])}); print(1,flush=True)\nwhile True: pass"
+
+
+@contextmanager
+def hogs_on_my_cpu(n: int = 2):
+    """Pin this thread to one CPU and start `n` processes burning that CPU."""
+    old = os.sched_getaffinity(0)
+    cpu = sorted(old)[-1]
+    os.sched_setaffinity(0, {cpu})
+    procs = [
+        subprocess.Popen([sys.executable, "-c", _HOG, str(cpu)], stdout=subprocess.PIPE)
+        for _ in range(n)
+    ]
+    try:
+        for p in procs:
+            assert p.stdout is not None and p.stdout.readline()  # pinned and running
+        yield cpu
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+        os.sched_setaffinity(0, old)
+
+
+# -- the GIL: a thread in a long C call that keeps it --------------------------------------------
+
+
+def calibrate_sum(seconds: float) -> int:
+    """How many integers `sum(range(n))` adds in about `seconds` (one C call, GIL held)."""
+    n = 200_000
+    t = time.perf_counter()
+    sum(range(n))
+    per = max(time.perf_counter() - t, 1e-6) / n
+    return max(n, int(seconds / per))
+
+
+class GilHolder(threading.Thread):
+    """Holds the GIL in one C call (`sum(range(n))` never checks for a switch request) once
+    `go` is set; records when that call ran."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__(name="gil-holder", daemon=True)
+        self.n = n
+        self.entered = 0.0
+        self.left = 0.0
+        self.inside = False
+        self.done = threading.Event()  # the thread lives on, like an executor's worker
+
+    def run(self) -> None:
+        self.inside = True
+        self.entered = time.perf_counter()
+        sum(range(self.n))  # HOLDS-the-GIL
+        self.left = time.perf_counter()
+        self.done.wait()
+
+
+def wait_for_gil_holder(n: int) -> tuple[float, GilHolder]:
+    """Called on the loop thread inside a slice: start the holder and wait (in this slice)
+    until its C call has taken the GIL and given it back. Returns the scenario's own measure
+    of the time this thread waited for the GIL while the holder held it — the overlap of this
+    thread's waits (starting the thread, short sleeps) with the holder's C call, by their own
+    clocks — and the holder (alive until its ``done`` is set)."""
+    holder = GilHolder(n)
+    waits = []
+    t = time.perf_counter()
+    holder.start()  # returns once the new thread runs: the GIL wait may already be in here
+    waits.append((t, time.perf_counter()))
+    while not holder.left:
+        t = time.perf_counter()
+        time.sleep(0.0005)
+        waits.append((t + 0.0005, time.perf_counter()))
+    held = sum(max(0.0, min(b, holder.left) - max(a, holder.entered)) for a, b in waits)
+    return held, holder
+
+
+# -- throttling: the child process in a cgroup with a CPU quota --------------------------------------
+
+
+def cgroup_throttled(cgdir: str) -> tuple[int, int]:
+    with open(os.path.join(cgdir, "cpu.stat")) as f:
+        fields = dict(line.split() for line in f if line.strip())
+    return int(fields["nr_throttled"]), int(fields["throttled_time"])
+
+
+def _loop_factory(name: str):
+    if name == "uvloop":
+        import uvloop
+
+        return uvloop.new_event_loop
+    if name == "ringloop":
+        import ringloop
+
+        return ringloop.new_event_loop
+    return asyncio.new_event_loop
+
+
+_QUOTA_HOG = "import sys,os; os.sched_setaffinity(0,{int(sys.argv[1])}); print(1,flush=True)\nwhile True: pass"
+
+
+def _throttle_child(loop_name: str, cgdir: str) -> None:
+    """In the cgroup: a CPU hog (another process) pinned to one CPU uses up the quota, the loop
+    thread pinned to the other needs only 5 ms of CPU in its slice — under the threshold — and
+    is throttled with the whole group: a block of the quota's, not of the application's."""
+    from ringloop.watch import no_blocking
+
+    with open(os.path.join(cgdir, "cgroup.procs"), "w") as f:
+        f.write(str(os.getpid()))
+    cpus = sorted(os.sched_getaffinity(0))
+    os.sched_setaffinity(0, {cpus[-1]})
+    hog = subprocess.Popen([sys.executable, "-c", _QUOTA_HOG, str(cpus[0])], stdout=subprocess.PIPE)
+    assert hog.stdout is not None and hog.stdout.readline()  # in the group (inherited), burning
+    out: dict = {}
+
+    async def main():
+        async with no_blocking(THRESHOLD, action="log") as nb:
+            await asyncio.sleep(0.01)
+            c0, d0 = schedstat()
+            _, t0 = cgroup_throttled(cgdir)
+            spin_cpu(0.005)  # BLOCKS-throttled
+            c1, d1 = schedstat()
+            _, t1 = cgroup_throttled(cgdir)
+            out.update(cpu=(c1 - c0) / 1e9, delay=(d1 - d0) / 1e9, throttled=(t1 - t0) / 1e9)
+            await asyncio.sleep(0)
+        out["blocks"] = [b.to_dict() | {"report": str(b)} for b in nb.blocks]
+
+    try:
+        with asyncio.Runner(loop_factory=_loop_factory(loop_name)) as r:
+            r.run(main())
+    finally:
+        hog.kill()
+        hog.wait()
+    print(json.dumps(out), flush=True)
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "throttle":
+        _throttle_child(sys.argv[2], sys.argv[3])

@@ -1,0 +1,261 @@
+"""The breakdown of a block by cause, each cause made to happen for real, on every loop.
+
+Every assertion compares the watch's share of a cause with the scenario's own measure of the
+time it spent on it (causes_scenarios.py), within ±20 % (and a few ms for the edges of a
+slice): the machine may be as loaded as it likes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+
+import causes_scenarios as sc
+import pytest
+from ringloop.watch import no_blocking
+
+TOL = 0.2
+SLACK = 0.004  # s: the edges of a slice (its head before the watchdog armed, timer resolution)
+
+
+def _share(block, cause: str) -> float:
+    return sum(c.seconds for c in block.causes if c.cause == cause)
+
+
+def _near(got: float, want: float, block) -> None:
+    assert abs(got - want) <= TOL * want + SLACK, (
+        f"{got * 1e3:.1f} ms vs {want * 1e3:.1f} ms\n{block}"
+    )
+
+
+def _the_block(blocks, cause: str):
+    found = [b for b in blocks if _share(b, cause) > 0]
+    assert found, "no block with cause " + cause + ":\n\n" + "\n\n".join(map(str, blocks))
+    return max(found, key=lambda b: _share(b, cause))
+
+
+def _app(block) -> float:
+    return block.application_time()
+
+
+# -- gc ---------------------------------------------------------------------------------------
+
+
+def test_gc_is_its_own_cause(run):
+    own = {}
+
+    async def main():
+        with sc.gc_off():
+            graph = sc.cycles()
+        await asyncio.sleep(0)
+        async with no_blocking(sc.THRESHOLD, action="log") as nb:
+            await asyncio.sleep(0)
+            with sc.GcTimer() as t:
+                del graph[:]
+                gc.collect()  # BLOCKS-gc
+            own["gc"] = t.ns / 1e9
+            await asyncio.sleep(0)
+        return nb.blocks
+
+    blocks = run(main)
+    b = _the_block(blocks, "gc")
+    assert b.kind == "gc", str(b)
+    _near(_share(b, "gc"), own["gc"], b)
+    gc_cause = next(c for c in b.causes if c.cause == "gc")
+    assert gc_cause.evidence["generation"] == 2
+    assert gc_cause.evidence["collected"] >= 2 * sc.GRAPH
+    assert "gc (generation 2" in str(b)
+    assert b.to_dict()["causes"][0]["cause"] == "gc"
+
+
+# -- starvation -----------------------------------------------------------------------------
+
+
+def test_starvation_by_a_hog_on_the_loops_core(run):
+    own = {}
+
+    async def main():
+        async with no_blocking(sc.THRESHOLD, action="log") as nb:
+            with sc.hogs_on_my_cpu(2):
+                await asyncio.sleep(0)
+                c0, d0 = sc.schedstat()
+                sc.spin_cpu(0.03)  # BLOCKS-starved
+                c1, d1 = sc.schedstat()
+                own.update(cpu=(c1 - c0) / 1e9, delay=(d1 - d0) / 1e9)
+                await asyncio.sleep(0)
+        return nb.blocks
+
+    blocks = run(main)
+    b = _the_block(blocks, "starved")
+    _near(_share(b, "starved"), own["delay"], b)
+    if own["delay"] > own["cpu"] * 1.5:  # two hogs: the loop thread got a third of its CPU
+        assert b.kind == "starved", str(b)
+        assert "waiting for a CPU" in str(b)
+
+
+# -- throttling (cgroup v1 cpu controller with a quota) ------------------------------------------
+
+CPU_CG = "/sys/fs/cgroup/cpu"
+
+
+def _throttle_skip() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root to create a cgroup"
+    if not os.access(os.path.join(CPU_CG, "cpu.cfs_quota_us"), os.W_OK):
+        return f"no writable cgroup v1 cpu controller at {CPU_CG}"
+    return None
+
+
+def test_throttling_by_the_cgroup_quota(run):
+    why = _throttle_skip()
+    if why:
+        pytest.skip(why)
+    cg = os.path.join(CPU_CG, f"ringloop-test-{uuid.uuid4().hex[:8]}")
+    os.mkdir(cg)
+    try:
+        with open(os.path.join(cg, "cpu.cfs_period_us"), "w") as f:
+            f.write("100000")
+        with open(os.path.join(cg, "cpu.cfs_quota_us"), "w") as f:
+            f.write("5000")  # 5 % of one CPU: the hog and the loop thread share it
+        child = subprocess.run(
+            [sys.executable, sc.__file__, "throttle", run.backend, cg],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))),
+        )
+        assert child.returncode == 0, child.stderr
+        out = json.loads(child.stdout.strip().splitlines()[-1])
+    finally:
+        os.rmdir(cg)
+    want = min(out["throttled"], out["delay"])
+    assert want > 0.03, out  # the hog used the quota up: the loop thread waited periods
+    blocks = [b for b in out["blocks"] if any(c["cause"] == "throttled" for c in b["causes"])]
+    assert blocks, json.dumps(out, indent=1)
+    b = max(blocks, key=lambda b: b["duration"])
+    assert b["kind"] == "throttled", b["report"]
+    got = sum(c["seconds"] for c in b["causes"] if c["cause"] == "throttled")
+    # Throttling comes in chunks of up to a period (100 ms): the scenario's own readings, taken
+    # inside the slice, miss one that falls between the slice's start or end and them.
+    assert abs(got - want) <= max(TOL * want, 0.1) + SLACK, f"{got} vs {want}\n{b['report']}"
+    assert "throttled by the cgroup's CPU quota" in b["report"]
+    assert "no application line is to blame" in b["report"]
+
+
+# -- the GIL held by another thread --------------------------------------------------------------
+
+
+def test_gil_held_by_another_thread(run):
+    n = sc.calibrate_sum(0.15)
+    own = {}
+
+    async def main():
+        for _ in range(3):  # the holder may (rarely) finish before the wait: try again
+            async with no_blocking(sc.THRESHOLD, action="log") as nb:
+                await asyncio.sleep(0)
+                waited, holder = sc.wait_for_gil_holder(n)  # BLOCKS-gil
+                await asyncio.sleep(0)
+            holder.done.set()
+            holder.join()
+            if waited > 3 * sc.THRESHOLD:
+                own["waited"] = waited
+                return nb.blocks
+        pytest.fail("the holder thread never kept the GIL from the loop thread")
+
+    blocks = run(main)
+    b = _the_block(blocks, "gil")
+    assert b.kind == "gil", str(b)
+    _near(_share(b, "gil"), own["waited"], b)
+    gil = next(c for c in b.causes if c.cause == "gil")
+    assert gil.evidence["thread"] == "gil-holder", str(b)
+    assert "in run" in gil.evidence.get("at", ""), str(b)
+    assert "waiting for the GIL held by gil-holder" in str(b)
+
+
+# -- two causes in one slice ----------------------------------------------------------------------
+
+
+def test_gc_and_cpu_in_one_slice(run):
+    own = {}
+
+    async def main():
+        with sc.gc_off():
+            graph = sc.cycles()
+        await asyncio.sleep(0)
+        async with no_blocking(sc.THRESHOLD, action="log") as nb:
+            await asyncio.sleep(0)
+            with sc.GcTimer() as t:
+                del graph[:]
+                gc.collect()
+            t0 = time.monotonic()
+            end = t0 + 0.08
+            while time.monotonic() < end:  # BLOCKS-cpu
+                pass
+            own.update(gc=t.ns / 1e9, cpu=time.monotonic() - t0)
+            await asyncio.sleep(0)
+        return nb.blocks
+
+    b = _the_block(run(main), "gc")
+    _near(_share(b, "gc"), own["gc"], b)
+    # The spin's wall time is the application's own time plus any wait for a CPU in it.
+    _near(_app(b) + _share(b, "starved") + _share(b, "throttled"), own["cpu"], b)
+    assert any(c.cause == "cpu" and c.application for c in b.causes), str(b)
+
+
+def test_gc_and_a_wait_in_one_slice(run):
+    own = {}
+
+    async def main():
+        with sc.gc_off():
+            graph = sc.cycles()
+        await asyncio.sleep(0)
+        async with no_blocking(sc.THRESHOLD, action="log") as nb:
+            await asyncio.sleep(0)
+            t0 = time.monotonic()
+            time.sleep(0.08)  # BLOCKS-wait
+            own["wait"] = time.monotonic() - t0
+            with sc.GcTimer() as t:
+                del graph[:]
+                gc.collect()
+            own["gc"] = t.ns / 1e9
+            await asyncio.sleep(0)
+        return nb.blocks
+
+    b = _the_block(run(main), "gc")
+    _near(_share(b, "gc"), own["gc"], b)
+    _near(_app(b), own["wait"], b)
+    assert any(c.cause in ("wait", "sleep") and c.application for c in b.causes), str(b)
+
+
+def test_starvation_and_gc_in_one_slice(run):
+    own = {}
+
+    async def main():
+        with sc.gc_off():
+            graph = sc.cycles()
+        await asyncio.sleep(0)
+        async with no_blocking(sc.THRESHOLD, action="log") as nb:
+            with sc.hogs_on_my_cpu(2):
+                await asyncio.sleep(0)
+                c0, d0 = sc.schedstat()
+                with sc.GcTimer() as t:
+                    del graph[:]
+                    gc.collect()
+                c1, d1 = sc.schedstat()
+                sc.spin_cpu(0.03)
+                c2, d2 = sc.schedstat()
+                own.update(gc=t.ns / 1e9, delay=(d2 - d1) / 1e9, gc_delay=(d1 - d0) / 1e9)
+                await asyncio.sleep(0)
+        return nb.blocks
+
+    b = _the_block(run(main), "starved")
+    # A collection starved of its CPU took longer: its wall time is the gc share (the watch
+    # measures a collection by its own clock, as the scenario does).
+    _near(_share(b, "gc"), own["gc"], b)
+    _near(_share(b, "starved"), own["delay"], b)
