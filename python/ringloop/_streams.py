@@ -217,6 +217,21 @@ class _Serving(NamedTuple):
     ssl_shutdown_timeout: float | None
 
 
+class Handover:
+    """A loop's listeners handed over to a successor (see "handing a listener over" below):
+    one attribute of the loop, so its instance dict, where the C Task looks up `call_soon`
+    on every step, stays as small as it was."""
+
+    __slots__ = ("draining", "ending", "listeners", "pending", "settled")
+
+    def __init__(self) -> None:
+        self.listeners: set[int] = set()  # listening fds marked by _hand_over_listener
+        self.draining: set = set()  # their sockets, once stopped, until the last accept
+        self.ending: set = set()  # futures: the last accept of each was delivered
+        self.pending = 0  # connections accepted meanwhile and not yet set up
+        self.settled = None  # the future _handover_done waits on for them
+
+
 class StreamTransportsMixin:
     """The loop's factories for stream transports (what `BaseEventLoop` leaves abstract) and
     its accept loop: a multishot accept on io_uring, asyncio's readiness loop on epoll."""
@@ -264,8 +279,8 @@ class StreamTransportsMixin:
         path = sock.getsockname() if ino is not None else None
         fd = sock.fileno()
         token = self._accepting.pop(fd, None)
-        handed_over = fd in self._handover_listeners
-        self._handover_listeners.discard(fd)
+        handed_over = fd in self._handover.listeners
+        self._handover.listeners.discard(fd)
         if token is None:
             # Readiness (epoll): nothing was accepted that is not served already; what waits
             # in the listener's queue is the successor's.
@@ -297,21 +312,21 @@ class StreamTransportsMixin:
     def _hand_over_listener(self, sock) -> None:
         """Mark `sock` (before serving it): when serving stops, connections its accept
         already took are served rather than reset (see above)."""
-        self._handover_listeners.add(sock.fileno())
+        self._handover.listeners.add(sock.fileno())
 
     def _stop_handing_over(self, sock, token) -> None:
         ended = self.create_future()
 
         def then(_none=None) -> None:
-            self._draining_socks.discard(sock)
+            self._handover.draining.discard(sock)
             if not ended.done():
                 ended.set_result(None)
 
         # Recognised in _on_accepted by the socket object: closed by then, its fileno() is -1.
-        self._draining_socks.add(sock)
+        self._handover.draining.add(sock)
         if self._accept_stop_then(token, then):
-            self._accepts_ending.add(ended)
-            ended.add_done_callback(self._accepts_ending.discard)
+            self._handover.ending.add(ended)
+            ended.add_done_callback(self._handover.ending.discard)
         else:
             then()
 
@@ -319,12 +334,12 @@ class StreamTransportsMixin:
         """Wait until the accepts of listeners handed over have delivered their last
         connection and every connection accepted meanwhile is set up (its protocol's
         connection_made ran): the server's count of connections is then complete."""
-        while self._accepts_ending or self._accepts_pending:
-            if self._accepts_ending:
-                await tasks.wait(set(self._accepts_ending))
+        while self._handover.ending or self._handover.pending:
+            if self._handover.ending:
+                await tasks.wait(set(self._handover.ending))
                 continue
-            self._accepts_settled = self.create_future()
-            await self._accepts_settled
+            self._handover.settled = self.create_future()
+            await self._handover.settled
 
     def _accept_connection2(
         self, protocol_factory, conn, extra, sslcontext=None, server=None, *rest
@@ -332,11 +347,11 @@ class StreamTransportsMixin:
         # Called where a connection was accepted, synchronously (asyncio's readiness loop, and
         # _on_accepted): while a listener is handed over, the connection is counted from here
         # until it is set up, so _handover_done cannot miss one whose task has not run yet.
-        if not (self._handover_listeners or self._draining_socks):
+        if not (self._handover.listeners or self._handover.draining):
             return _Sel._accept_connection2(
                 self, protocol_factory, conn, extra, sslcontext, server, *rest
             )
-        self._accepts_pending += 1
+        self._handover.pending += 1
         return self._counted_accept(protocol_factory, conn, extra, sslcontext, server, *rest)
 
     async def _counted_accept(self, protocol_factory, conn, extra, sslcontext, server, *rest):
@@ -350,9 +365,9 @@ class StreamTransportsMixin:
                 self, protocol_factory, conn, extra, sslcontext, server, *rest
             )
         finally:
-            self._accepts_pending -= 1
-            settled = self._accepts_settled
-            if not self._accepts_pending and settled is not None and not settled.done():
+            self._handover.pending -= 1
+            settled = self._handover.settled
+            if not self._handover.pending and settled is not None and not settled.done():
                 settled.set_result(None)
 
     def _on_accepted(self, serving, res):
@@ -361,7 +376,7 @@ class StreamTransportsMixin:
         sock = serving.sock
         handed_over = False
         if res >= 0 and self._accepting.get(sock.fileno()) is None:
-            if sock not in self._draining_socks:
+            if sock not in self._handover.draining:
                 # Accepted by a multishot accept still in flight when serving stopped: nobody
                 # will serve it, so close it now (the client sees a reset, not a hang).
                 os.close(res)

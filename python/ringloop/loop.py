@@ -35,7 +35,7 @@ from ._nettransports import SelectorTransportsMixin
 from ._pipes import PipesMixin
 from ._signals import SignalMixin
 from ._sockops import SockOpsMixin
-from ._streams import StreamTransportsMixin
+from ._streams import Handover, StreamTransportsMixin
 
 
 class Loop(
@@ -71,15 +71,8 @@ class Loop(
         self._accepting = {}
         # Listening fds other processes accept on too: served on readiness (see _streams).
         self._shared_listeners = set()
-        # Listening fds whose connections in flight are served after serving stops (a server
-        # handing its listener over: see _streams), and, once stopped, the futures that tell
-        # when their accepts delivered the last connection, and the connections accepted
-        # but not yet set up meanwhile (with the future _handover_done waits on for them).
-        self._handover_listeners = set()
-        self._accepts_ending = set()
-        self._draining_socks = set()
-        self._accepts_pending = 0
-        self._accepts_settled = None
+        # Listeners handed over to a successor (see _streams).
+        self._handover = Handover()
         # Python 3.13+: listening Unix socket -> its path's inode, filled by the borrowed
         # create_unix_server(cleanup_socket=True) and emptied by _stop_serving.
         self._unix_server_sockets = {}

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
 import platform
 import sys
 from typing import Any, NoReturn
@@ -40,6 +39,8 @@ from .config import (
     Config,
     ConfigError,
 )
+from .configfile import config_from_args as config_from_args  # the tests parse with it
+from .configfile import layered_config
 
 PROG = "ringloop"
 
@@ -638,56 +639,9 @@ def _add_serve_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
-# -- from arguments to a Config -----------------------------------------------------------------
-
-
-def config_from_args(args: argparse.Namespace) -> Config:
-    """The `Config` a parsed `serve` command line asks for (after `--env-file` is loaded)."""
-    settings = {k: v for k, v in vars(args).items() if k in _FIELDS}
-    for name in (
-        "headers",
-        "reload_dirs",
-        "reload_includes",
-        "reload_excludes",
-        "static_path_route",
-        "static_path_mount",
-        "static_path_expires",
-    ):
-        if settings.get(name) is None:
-            settings[name] = []
-    if settings.get("workers") is None:
-        env = os.environ.get("WEB_CONCURRENCY")
-        try:
-            settings["workers"] = int(env) if env else 1
-        except ValueError:
-            raise ConfigError(f"WEB_CONCURRENCY: expected an integer, got {env!r}") from None
-    # --forwarded-allow-ips None means $FORWARDED_ALLOW_IPS at run time (Config reads it).
-    return Config(**settings)
-
-
 def _serve_words(argv: list[str] | None) -> list[str]:
     words = list(sys.argv[1:] if argv is None else argv)
     return words[words.index("serve") + 1 :] if "serve" in words else words
-
-
-def layered_config(args: argparse.Namespace, words: list[str]) -> Config:
-    """The `Config` of a parsed `serve` command line (`words`: what followed `serve`) with
-    `--config` and `RINGLOOP_*` beneath its flags."""
-    from .configfile import layer
-
-    origins = layer(args, words)
-    if args.app is None:
-        raise ConfigError("APP: give the application, as module:attribute (or app in --config)")
-    try:
-        return config_from_args(args)
-    except ConfigError as exc:
-        # Config names the flag (`--workers: ...`); a value from the file or the environment
-        # is named where it was written.
-        flag, sep, rest = str(exc).partition(": ")
-        name = flag.removeprefix("--").replace("-", "_")
-        if sep and flag.startswith("--") and name in origins:
-            raise ConfigError(f"{origins[name]}: {rest}") from None
-        raise
 
 
 def main(argv: list[str] | None = None) -> int:

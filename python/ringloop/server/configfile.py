@@ -23,15 +23,17 @@ The values are then checked once more, with the flags', by `Config`.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import difflib
 import os
 import tomllib
 from collections.abc import Mapping
 from typing import Any
 
-from .config import ConfigError, load_env_file
+from .config import Config, ConfigError, load_env_file
 
 ENV_PREFIX = "RINGLOOP_"
+_FIELDS = {f.name for f in dataclasses.fields(Config)}
 # Flags that are no setting: what to run is `serve`'s, uvicorn's ignored choices, this one.
 NOT_SETTINGS = frozenset({"help", "version", "loop", "http", "config"})
 
@@ -134,6 +136,51 @@ def layer(args: argparse.Namespace, words: list[str]) -> dict[str, str]:
                 else source + key.upper().replace("-", "_")
             )
     return origins
+
+
+# -- from arguments to a Config ---------------------------------------------------------------
+
+
+def config_from_args(args: argparse.Namespace) -> Config:
+    """The `Config` a parsed `serve` command line asks for (after `--env-file` is loaded)."""
+    settings = {k: v for k, v in vars(args).items() if k in _FIELDS}
+    for name in (
+        "headers",
+        "reload_dirs",
+        "reload_includes",
+        "reload_excludes",
+        "static_path_route",
+        "static_path_mount",
+        "static_path_expires",
+    ):
+        if settings.get(name) is None:
+            settings[name] = []
+    if settings.get("workers") is None:
+        env = os.environ.get("WEB_CONCURRENCY")
+        try:
+            settings["workers"] = int(env) if env else 1
+        except ValueError:
+            raise ConfigError(f"WEB_CONCURRENCY: expected an integer, got {env!r}") from None
+    # --forwarded-allow-ips None means $FORWARDED_ALLOW_IPS at run time (Config reads it).
+    return Config(**settings)
+
+
+def layered_config(args: argparse.Namespace, words: list[str]) -> Config:
+    """The `Config` of a parsed `serve` command line (`words`: what followed `serve`) with
+    `--config` and `RINGLOOP_*` beneath its flags."""
+    origins = layer(args, words)
+    if args.app is None:
+        raise ConfigError("APP: give the application, as module:attribute (or app in --config)")
+    try:
+        return config_from_args(args)
+    except ConfigError as exc:
+        # Config names the flag (`--workers: ...`); a value from the file or the environment
+        # is named where it was written.
+        flag, sep, rest = str(exc).partition(": ")
+        name = flag.removeprefix("--").replace("-", "_")
+        if sep and flag.startswith("--") and name in origins:
+            raise ConfigError(f"{origins[name]}: {rest}") from None
+        raise
 
 
 # -- one value ----------------------------------------------------------------------------------
