@@ -129,6 +129,18 @@ def test_pipelined_requests_are_answered_in_order(server):
             assert f.read(length) == expected
 
 
+def test_client_eof_after_the_request_still_gets_the_whole_file(server):
+    # The body outgrows the socket buffer, so its rest goes out after the EOF arrived.
+    with socket.create_connection((HOST, server), timeout=30) as s:
+        s.sendall(b"GET /static/big.bin HTTP/1.1\r\nHost: x\r\n\r\n")
+        s.shutdown(socket.SHUT_WR)
+        chunks = []
+        while data := s.recv(65536):
+            chunks.append(data)
+    head, _, body = b"".join(chunks).partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200") and body == BIG
+
+
 def test_head_has_the_head_of_get(server):
     status, h, body = get(server, "/static/big.bin", method="HEAD")
     assert (status, body) == (200, b"")

@@ -81,11 +81,11 @@ enum Rest {
 
 impl HttpConn {
     /// Write a static answer. `Ok(true)`: complete, go on with the next request.
-    pub(super) fn serve_static(slf: &Bound<'_, Self>, step: Box<StaticStep>) -> PyResult<bool> {
+    pub(super) fn serve_static(slf: &Bound<'_, Self>, step: StaticStep) -> PyResult<bool> {
         let py = slf.py();
         let this = slf.get();
         let server = this.server.get();
-        let StaticStep { answer, log } = *step;
+        let StaticStep { answer, log } = step;
         let status = answer.status;
         let sent = match &answer.body {
             Body::File { len, .. } => *len,

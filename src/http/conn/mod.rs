@@ -199,7 +199,7 @@ impl HttpConn {
                     }
                 }
                 Step::Static(s) => {
-                    if !Self::serve_static(slf, s)? {
+                    if !Self::serve_static(slf, *s)? {
                         break;
                     }
                 }

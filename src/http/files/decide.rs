@@ -225,7 +225,7 @@ pub fn codings(accept: Option<&[u8]>) -> Vec<Coding> {
         .into_iter()
         .filter_map(|(q, c)| q.filter(|&q| q > 0).map(|q| (q, c)))
         .collect();
-    out.sort_by(|a, b| b.0.cmp(&a.0)); // stable: br stays first on a tie
+    out.sort_by_key(|c| std::cmp::Reverse(c.0)); // stable: br stays first on a tie
     out.into_iter().map(|(_, c)| c).collect()
 }
 

@@ -78,7 +78,7 @@ impl Mounts {
             }
             mounts.push(Mount { route: norm, root, cache_control });
         }
-        mounts.sort_by(|a, b| b.route.len().cmp(&a.route.len()));
+        mounts.sort_by_key(|m| std::cmp::Reverse(m.route.len()));
         Ok(Mounts(mounts))
     }
 
