@@ -17,6 +17,9 @@ import warnings
 from asyncio import coroutines
 from asyncio.log import logger
 
+# asyncio's own check, without the DeprecationWarning 3.14 put on the public name.
+_iscoroutinefunction = getattr(coroutines, "_iscoroutinefunction", coroutines.iscoroutinefunction)
+
 
 def _sighandler_noop(signum, frame):
     """Installed as the Python-level handler so that the C handler (and the wakeup fd) is
@@ -72,7 +75,7 @@ class SignalMixin:
             raise ValueError(f"invalid signal number {sig}")
 
     def add_signal_handler(self, sig, callback, *args) -> None:
-        if coroutines.iscoroutine(callback) or coroutines.iscoroutinefunction(callback):
+        if coroutines.iscoroutine(callback) or _iscoroutinefunction(callback):
             raise TypeError("coroutines cannot be used with add_signal_handler()")
         self._check_signal(sig)
         self._check_closed()

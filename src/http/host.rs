@@ -28,9 +28,8 @@
 //!   `cancelling()` is 0), so it does not leak into the next request's `asyncio.timeout`;
 //! - `asyncio.all_tasks()` lists one task per connection, named after the request it runs or
 //!   ran last (`GET /path`, what `python -m asyncio ps`/`pstree` show on 3.14; `ringloop.http`
-//!   before the first). The name is set when a request starts, unless the method and path are
-//!   the very objects of the last one (keep-alive reuses them for a repeated target): an
-//!   identity check, so a connection that repeats a request pays nothing for its name.
+//!   before the first). The name is set when a request starts, unless the method and path equal
+//!   the last one's (compared, not rebuilt): a connection that repeats a request pays a compare.
 
 use pyo3::exceptions::asyncio::CancelledError as PyCancelledError;
 use pyo3::exceptions::{PyKeyboardInterrupt, PySystemExit};
@@ -223,6 +222,13 @@ fn wake(py: Python<'_>, park: &Py<PyAny>) -> PyResult<()> {
     Ok(())
 }
 
+/// The same object, or equal text: a repeated request reuses its strings only sometimes, and
+/// comparing (a few dozen instructions) is cheaper than naming the task again (~200).
+fn same_str(a: &Bound<'_, PyString>, b: &Bound<'_, PyString>) -> bool {
+    // SAFETY: both are live `str` objects; PyUnicode_Compare cannot fail for two strs.
+    a.is(b) || unsafe { ffi::PyUnicode_Compare(a.as_ptr(), b.as_ptr()) } == 0
+}
+
 fn is_fatal(py: Python<'_>, e: &PyErr) -> bool {
     e.is_instance_of::<PyKeyboardInterrupt>(py) || e.is_instance_of::<PySystemExit>(py)
 }
@@ -335,7 +341,7 @@ impl Host {
     fn name(slf: &Bound<'_, Self>, task: &Bound<'_, PyAny>, method: &Bound<'_, PyString>, path: &Bound<'_, PyString>) -> PyResult<()> {
         let py = slf.py();
         if let Some((m, p)) = slf.get().st.borrow(py)?.named.as_ref() {
-            if m.is(method) && p.is(path) {
+            if same_str(m.bind(py), method) && same_str(p.bind(py), path) {
                 return Ok(());
             }
         }

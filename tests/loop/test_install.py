@@ -45,6 +45,14 @@ CASES = {
         assert isinstance(loop, ringloop.Loop)
         loop.close()
     """,
+    "signal handler": """
+        import signal
+        async def main():
+            loop = asyncio.get_running_loop()
+            loop.add_signal_handler(signal.SIGUSR1, lambda: None)
+            return loop.remove_signal_handler(signal.SIGUSR1)
+        assert ringloop.run(main()) is True
+    """,
     "subprocess": """
         async def main():
             proc = await asyncio.create_subprocess_exec(sys.executable, "-c", "pass")

@@ -53,12 +53,8 @@ PROGRAM = textwrap.dedent(
 _ADDRESS = re.compile(r"\b0x[0-9a-f]+\b|\b\d{6,}\b")
 
 
-def _start(kind: str, tmp_path) -> subprocess.Popen:
-    script = tmp_path / "introspected.py"
-    script.write_text(PROGRAM)
-    proc = subprocess.Popen(
-        [sys.executable, str(script), kind], stdout=subprocess.PIPE, text=True, cwd=tmp_path
-    )
+def _start(kind: str, script) -> subprocess.Popen:
+    proc = subprocess.Popen([sys.executable, str(script), kind], stdout=subprocess.PIPE, text=True)
     # Wait for the event (the program's "ready"), with a bound only against a hang.
     ready, _, _ = select.select([proc.stdout], [], [], 60)
     if not ready or proc.stdout.readline().strip() != "ready":
@@ -77,15 +73,20 @@ def _tool(command: str, pid: int) -> list[str]:
     if out.returncode != 0 and "ermission" in out.stdout + out.stderr:
         pytest.skip(f"no ptrace permission for `python -m asyncio {command}`: {out.stdout}")
     assert out.returncode == 0, out.stdout + out.stderr
-    return [_ADDRESS.sub("ID", line.rstrip()) for line in out.stdout.splitlines() if line.strip()]
+    # ps's first column is the thread id: another process, another number.
+    lines = [re.sub(r"^\d+ ", "TID ", line.rstrip()) for line in out.stdout.splitlines()]
+    return [_ADDRESS.sub("ID", line) for line in lines if line.strip()]
 
 
 @pytest.fixture(scope="module")
 def listings(tmp_path_factory):
     """`ps` and `pstree` of the same program under stock asyncio and ringloop."""
     got = {}
+    # One script for both: its path is in every coroutine frame the tools print.
+    script = tmp_path_factory.mktemp("introspection") / "introspected.py"
+    script.write_text(PROGRAM)
     for kind in ("asyncio", "ringloop"):
-        proc = _start(kind, tmp_path_factory.mktemp(kind))
+        proc = _start(kind, script)
         try:
             got[kind] = {cmd: _tool(cmd, proc.pid) for cmd in ("ps", "pstree")}
         finally:

@@ -9,6 +9,7 @@ missing `start_response`.
 
 from __future__ import annotations
 
+import sys
 import time
 
 import pytest
@@ -184,6 +185,21 @@ def test_start_response_twice_without_exc_info_is_refused(wsgi):
     assert r.body.startswith(b"refused: ")
 
 
+# Python 3.14's textwrap.dedent() empties whitespace-only lines, "\r" included: gunicorn builds
+# its error page with dedent, so there its head ends "\r\n\n" and no HTTP client can parse it.
+# The reference's behaviour moved with the Python it runs on, not ringloop's.
+_GUNICORN_ERROR_PAGE = (
+    pytest.mark.reference_lax(
+        "on Python 3.14+ gunicorn's error page ends its head with \\r\\n\\n (textwrap.dedent "
+        "empties the '\\r' line it builds it with)",
+        kinds=("gunicorn-gthread",),
+    )
+    if sys.version_info >= (3, 14)
+    else pytest.mark.usefixtures()
+)
+
+
+@_GUNICORN_ERROR_PAGE
 def test_exception_is_500_and_logged(wsgi):
     mark = wsgi.log_mark()
     r = exchange(wsgi, request("GET", "/raise"))
@@ -210,6 +226,7 @@ def test_exception_in_the_iterable_closes_the_connection_and_calls_close(wsgi):
     assert closed_state(wsgi, key) == "closed after 1"
 
 
+@_GUNICORN_ERROR_PAGE
 def test_missing_start_response_is_500(wsgi):
     r = exchange(wsgi, request("GET", "/no-start"))
     assert r.status == 500
