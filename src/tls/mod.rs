@@ -50,7 +50,11 @@ impl Session {
     pub fn new(config: &Arc<ServerConfig>) -> Session {
         // `ServerConnection::new` fails only for a configuration that asks for something this
         // build cannot do (QUIC-only settings), which `config::build` never makes.
-        let conn = ServerConnection::new(config.clone()).expect("a ServerConfig from config::build");
+        let mut conn = ServerConnection::new(config.clone()).expect("a ServerConfig from config::build");
+        // rustls holds at most 64 KiB of unsent records by default and then takes a write
+        // only in part; the transport does the flow control (its write buffer and water
+        // marks), so the session takes every write whole.
+        conn.set_buffer_limit(None);
         Session { conn, peer_closed: false, failed: false }
     }
 
@@ -120,8 +124,8 @@ impl Session {
         if self.failed {
             return;
         }
-        // `Writer::write_all` into rustls cannot fail short: with no buffer limit (the
-        // transport does the flow control) it takes everything.
+        // With no buffer limit (see `new`) rustls takes everything: `write_all` cannot stop
+        // short.
         let _ = self.conn.writer().write_all(data);
         self.drain_out(out);
     }
