@@ -25,7 +25,6 @@ import json
 import re
 import socket
 import ssl
-import statistics
 import subprocess
 import tempfile
 import time
@@ -74,9 +73,25 @@ def make_keys(work: Path) -> dict[str, tuple[Path, Path]]:
     ):
         cert, key = work / f"{kind}.crt", work / f"{kind}.key"
         subprocess.run(
-            ["openssl", "req", "-x509", *gen, "-nodes", "-keyout", str(key), "-out", str(cert),
-             "-subj", "/CN=127.0.0.1", "-days", "2", "-addext", "subjectAltName=IP:127.0.0.1"],
-            check=True, capture_output=True,
+            [
+                "openssl",
+                "req",
+                "-x509",
+                *gen,
+                "-nodes",
+                "-keyout",
+                str(key),
+                "-out",
+                str(cert),
+                "-subj",
+                "/CN=127.0.0.1",
+                "-days",
+                "2",
+                "-addext",
+                "subjectAltName=IP:127.0.0.1",
+            ],
+            check=True,
+            capture_output=True,
         )
         out[kind] = (cert, key)
     return out
@@ -97,7 +112,15 @@ def command(subject: str, port: int, cert: Path, key: Path, work: Path) -> list[
         user = "user root;\n" if harness.os.geteuid() == 0 else ""
         conf = work / "nginx.conf"
         conf.write_text(NGINX_CONF.format(user=user, port=port, cert=cert, key=key))
-        return [http_peers.nginx_path() or "nginx", "-p", str(work), "-c", str(conf), "-e", "stderr"]
+        return [
+            http_peers.nginx_path() or "nginx",
+            "-p",
+            str(work),
+            "-c",
+            str(conf),
+            "-e",
+            "stderr",
+        ]
     raise ValueError(subject)
 
 
@@ -123,39 +146,60 @@ def start(subject: str, cert: Path, key: Path, work: Path) -> http_peers.PeerSer
     while not answers_tls(port):
         if not srv.alive() or time.monotonic() > deadline:
             srv.stop(timeout=5)
-            raise harness.ServerFailed(f"{subject}: not answering TLS on {port}: {srv.stderr_tail()}")
+            raise harness.ServerFailed(
+                f"{subject}: not answering TLS on {port}: {srv.stderr_tail()}"
+            )
         time.sleep(0.05)
     return srv
 
 
 def keep_alive(wrk: str, srv: http_peers.PeerServer, seconds: float) -> dict[str, Any]:
-    cmd = harness.wrk_command(wrk, f"https://127.0.0.1:{srv.port}/", connections=64, duration=seconds)
+    cmd = harness.wrk_command(
+        wrk, f"https://127.0.0.1:{srv.port}/", connections=64, duration=seconds
+    )
     window = harness.CpuWindow(srv.pid, tree=True)
-    out = subprocess.run(harness.pinned(cmd, LOAD_CPU), capture_output=True, text=True, timeout=seconds + 60)
+    out = subprocess.run(
+        harness.pinned(cmd, LOAD_CPU), capture_output=True, text=True, timeout=seconds + 60
+    )
     window.close()
     w = harness.parse_wrk(out.stdout)
     n = w.get("requests") or 0
     return {
         "requests": n,
         "rate": n / w["seconds"] if n else None,
-        "cpu_us": window.server_seconds / n * 1e6 if n and window.server_seconds is not None else None,
+        "cpu_us": window.server_seconds / n * 1e6
+        if n and window.server_seconds is not None
+        else None,
         "p99_us": w["latency_us"].get("99"),
         "errors": w["socket_errors"],
     }
 
 
 def handshakes(srv: http_peers.PeerServer, seconds: float) -> dict[str, Any]:
-    cmd = ["openssl", "s_time", "-connect", f"127.0.0.1:{srv.port}", "-new", "-www", "/",
-           "-time", str(max(1, round(seconds)))]
+    cmd = [
+        "openssl",
+        "s_time",
+        "-connect",
+        f"127.0.0.1:{srv.port}",
+        "-new",
+        "-www",
+        "/",
+        "-time",
+        str(max(1, round(seconds))),
+    ]
     window = harness.CpuWindow(srv.pid, tree=True)
-    out = subprocess.run(harness.pinned(cmd, LOAD_CPU), capture_output=True, text=True, timeout=seconds + 60)
+    out = subprocess.run(
+        harness.pinned(cmd, LOAD_CPU), capture_output=True, text=True, timeout=seconds + 60
+    )
     window.close()
     m = re.search(r"(\d+) connections in ([\d.]+)s", out.stdout)
     n = int(m.group(1)) if m else 0
     return {
         "requests": n,
         "rate": n / float(m.group(2)) if m and n else None,
-        "cpu_us": window.server_seconds / n * 1e6 if n and window.server_seconds is not None else None,
+        "cpu_us": window.server_seconds / n * 1e6
+        if n and window.server_seconds is not None
+        else None,
         "p99_us": None,
         "errors": {} if m else {"output": out.stdout[-300:] + out.stderr[-300:]},
     }
@@ -178,7 +222,9 @@ def main(argv: list[str]) -> int:
         work = Path(tmp)
         keys = make_keys(work)
         for r in range(rounds):
-            order = args.subjects[r % len(args.subjects):] + args.subjects[: r % len(args.subjects)]
+            order = (
+                args.subjects[r % len(args.subjects) :] + args.subjects[: r % len(args.subjects)]
+            )
             for kind in KEYS:
                 cert, key = keys[kind]
                 for subject in order:
@@ -190,18 +236,31 @@ def main(argv: list[str]) -> int:
                         print(f"  {subject} {kind}: failed: {exc}")
                         continue
                     try:
-                        for scenario, run in (("keep-alive", lambda: keep_alive(wrk, srv, seconds)),
-                                              ("handshake", lambda: handshakes(srv, seconds))):
-                            res = run()
+                        for scenario in ("keep-alive", "handshake"):
+                            if scenario == "keep-alive":
+                                res = keep_alive(wrk, srv, seconds)
+                            else:
+                                res = handshakes(srv, seconds)
                             runs.setdefault((scenario, kind, subject), []).append(res)
-                            print(f"  round {r + 1} {scenario:10} {kind:5} {subject:14} "
-                                  f"{res['cpu_us'] or 0:8.1f} µs/req  {res['rate'] or 0:9.0f} req/s", flush=True)
+                            print(
+                                f"  round {r + 1} {scenario:10} {kind:5} {subject:14} "
+                                f"{res['cpu_us'] or 0:8.1f} µs/req  {res['rate'] or 0:9.0f} req/s",
+                                flush=True,
+                            )
                     finally:
                         srv.stop()
     table = summarise(runs)
     print(render(table))
-    RESULTS.write_text(json.dumps({"machine": harness.machine_info(), "rows": table, "runs": {
-        "|".join(k): v for k, v in runs.items()}}, indent=1))
+    RESULTS.write_text(
+        json.dumps(
+            {
+                "machine": harness.machine_info(),
+                "rows": table,
+                "runs": {"|".join(k): v for k, v in runs.items()},
+            },
+            indent=1,
+        )
+    )
     return 0
 
 
@@ -212,21 +271,41 @@ def summarise(runs: dict[tuple[str, str, str], list[dict[str, Any]]]) -> list[di
         if not ok:
             continue
         mid = sorted(ok, key=lambda r: r["cpu_us"])[len(ok) // 2]
-        rows.append({"scenario": scenario, "key": kind, "subject": subject, **mid,
-                     "cpu_us_all": [round(r["cpu_us"], 1) for r in ok]})
+        rows.append(
+            {
+                "scenario": scenario,
+                "key": kind,
+                "subject": subject,
+                **mid,
+                "cpu_us_all": [round(r["cpu_us"], 1) for r in ok],
+            }
+        )
     for row in rows:
-        ref = next((r for r in rows if r["subject"] == "granian-asgi" and r["scenario"] == row["scenario"]
-                    and r["key"] == row["key"]), None)
+        ref = next(
+            (
+                r
+                for r in rows
+                if r["subject"] == "granian-asgi"
+                and r["scenario"] == row["scenario"]
+                and r["key"] == row["key"]
+            ),
+            None,
+        )
         row["vs_granian"] = row["cpu_us"] / ref["cpu_us"] if ref else None
     return rows
 
 
 def render(rows: list[dict[str, Any]]) -> str:
-    lines = ["| scenario | key | server | CPU µs/req | × granian | req/s | p99 ms |", "|---|---|---|---:|---:|---:|---:|"]
+    lines = [
+        "| scenario | key | server | CPU µs/req | × granian | req/s | p99 ms |",
+        "|---|---|---|---:|---:|---:|---:|",
+    ]
     for r in rows:
         p99 = f"{r['p99_us'] / 1000:.2f}" if r.get("p99_us") else "—"
         vs = f"{r['vs_granian']:.2f}" if r.get("vs_granian") else "—"
-        lines.append(f"| {r['scenario']} | {r['key']} | {r['subject']} | {r['cpu_us']:.1f} | {vs} | {r['rate']:,.0f} | {p99} |")
+        lines.append(
+            f"| {r['scenario']} | {r['key']} | {r['subject']} | {r['cpu_us']:.1f} | {vs} | {r['rate']:,.0f} | {p99} |"
+        )
     return "\n".join(lines)
 
 

@@ -95,7 +95,7 @@ fn decrypt_pkcs8(path: &Path, data: &[u8], password: &str) -> Result<PrivateKeyD
     let start = text.find("-----BEGIN ENCRYPTED PRIVATE KEY-----").unwrap_or(0);
     let end = text[start..].find(END).map(|i| start + i + END.len()).unwrap_or(text.len());
     let damaged = |e: &dyn std::fmt::Display| ConfigError::new(FLAG, path, format!("a damaged encrypted key: {e}"));
-    let (_, der) = pkcs8::der::pem::decode_vec(text[start..end].as_bytes()).map_err(|e| damaged(&e))?;
+    let (_, der) = pkcs8::der::pem::decode_vec(&text.as_bytes()[start..end]).map_err(|e| damaged(&e))?;
     let info = pkcs8::EncryptedPrivateKeyInfo::try_from(der.as_slice()).map_err(|e| damaged(&e))?;
     let doc = info
         .decrypt(password.as_bytes())

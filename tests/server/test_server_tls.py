@@ -103,9 +103,19 @@ def test_curl(pool, pki):
     ca, files = pki
     srv = pool.get(kind, "srv_asgi_app:app", "asgi", **tls_settings(files))
     out = subprocess.run(
-        ["curl", "-sS", "--cacert", str(files["ca"]), "-w", "\\n%{http_version} %{ssl_verify_result}",
-         f"https://127.0.0.1:{srv.port}/scope"],
-        capture_output=True, text=True, timeout=30, check=True,
+        [
+            "curl",
+            "-sS",
+            "--cacert",
+            str(files["ca"]),
+            "-w",
+            "\\n%{http_version} %{ssl_verify_result}",
+            f"https://127.0.0.1:{srv.port}/scope",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
     ).stdout
     body, _, tail = out.rpartition("\n")
     assert json.loads(body)["scheme"] == "https"
@@ -113,7 +123,15 @@ def test_curl(pool, pki):
 
 
 def s_client(port: int, *args: str, data: bytes = b"", timeout: float = 30) -> str:
-    cmd = ["openssl", "s_client", "-connect", f"127.0.0.1:{port}", "-servername", "localhost", *args]
+    cmd = [
+        "openssl",
+        "s_client",
+        "-connect",
+        f"127.0.0.1:{port}",
+        "-servername",
+        "localhost",
+        *args,
+    ]
     return subprocess.run(cmd, input=data, capture_output=True, timeout=timeout).stdout.decode(
         "latin-1"
     )
@@ -127,13 +145,31 @@ def test_openssl_alpn_and_resumption(pool, pki, tmp_path):
     req = b"GET /scope HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n"
     sess = tmp_path / "sess.pem"
     for version in ("-tls1_3", "-tls1_2"):
-        first = s_client(srv.port, version, "-alpn", "h2,http/1.1", "-CAfile", str(files["ca"]),
-                         "-sess_out", str(sess), "-ign_eof", data=req)
+        first = s_client(
+            srv.port,
+            version,
+            "-alpn",
+            "h2,http/1.1",
+            "-CAfile",
+            str(files["ca"]),
+            "-sess_out",
+            str(sess),
+            "-ign_eof",
+            data=req,
+        )
         assert "ALPN protocol: http/1.1" in first
         assert "Verify return code: 0 (ok)" in first
         assert '"scheme": "https"' in first or '"scheme":"https"' in first
-        again = s_client(srv.port, version, "-CAfile", str(files["ca"]), "-sess_in", str(sess),
-                         "-ign_eof", data=req)
+        again = s_client(
+            srv.port,
+            version,
+            "-CAfile",
+            str(files["ca"]),
+            "-sess_in",
+            str(sess),
+            "-ign_eof",
+            data=req,
+        )
         assert "Reused," in again, again[-2000:]
 
 
@@ -153,8 +189,10 @@ def test_mutual_tls(pool, pki):
         tls = c.get(url).json()["tls"]
     # What the client sent, its own certificate first.
     text = files["client"].read_text()
-    sent = [ssl.PEM_cert_to_DER_cert(f"-----BEGIN CERTIFICATE-----{b}") for b in
-            text.split("-----BEGIN CERTIFICATE-----")[1:]]
+    sent = [
+        ssl.PEM_cert_to_DER_cert(f"-----BEGIN CERTIFICATE-----{b}")
+        for b in text.split("-----BEGIN CERTIFICATE-----")[1:]
+    ]
     got = [ssl.PEM_cert_to_DER_cert(pem) for pem in tls["client_cert_chain"]]
     # OpenSSL's client adds the CA from its trust store after its own certificate.
     assert got[0] == sent[0] and len(got) <= 2
@@ -191,7 +229,11 @@ def test_bad_input_ends_only_that_connection(kind, pool, pki):
     ctx = client_ctx(ca)
     with httpx.Client(verify=ctx, base_url=f"https://127.0.0.1:{srv.port}") as good:
         assert good.get("/scope").status_code == 200
-        for junk in (b"GET / HTTP/1.1\r\nhost: x\r\n\r\n", b"\x16\x03\x01\x00\x05hello", b"\x00" * 64):
+        for junk in (
+            b"GET / HTTP/1.1\r\nhost: x\r\n\r\n",
+            b"\x16\x03\x01\x00\x05hello",
+            b"\x00" * 64,
+        ):
             with socket.create_connection((HOST, srv.port), timeout=30) as s:
                 s.sendall(junk)
                 reply = _read_all(s)
@@ -221,7 +263,9 @@ def test_handshake_timeout(kind, pool, pki):
 def _serve_error(*flags: str) -> str:
     done = subprocess.run(
         [sys.executable, "-m", "ringloop", "serve", "srv_asgi_app:app", "--port", "0", *flags],
-        capture_output=True, text=True, timeout=60,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
@@ -240,18 +284,44 @@ def keys(tmp_path_factory):
         pytest.skip("needs the openssl CLI")
     d = tmp_path_factory.mktemp("keys")
     out = {}
-    for alg, gen in (("rsa", ["-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048"]),
-                     ("ec", ["-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256"])):
+    for alg, gen in (
+        ("rsa", ["-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048"]),
+        ("ec", ["-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256"]),
+    ):
         pk8 = d / f"{alg}.pk8.pem"
         _openssl("genpkey", *gen, "-out", str(pk8))
         cert = d / f"{alg}.crt"
-        _openssl("req", "-x509", "-key", str(pk8), "-out", str(cert), "-subj", "/CN=localhost",
-                 "-days", "2", "-addext", "subjectAltName=IP:127.0.0.1")
+        _openssl(
+            "req",
+            "-x509",
+            "-key",
+            str(pk8),
+            "-out",
+            str(cert),
+            "-subj",
+            "/CN=localhost",
+            "-days",
+            "2",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+        )
         trad = d / f"{alg}.trad.pem"  # PKCS#1 for RSA, SEC1 for EC
-        _openssl(alg, "-in", str(pk8), "-out", str(trad), *(["-traditional"] if alg == "rsa" else []))
+        _openssl(
+            alg, "-in", str(pk8), "-out", str(trad), *(["-traditional"] if alg == "rsa" else [])
+        )
         enc = d / f"{alg}.enc.pem"
-        _openssl("pkcs8", "-topk8", "-v2", "aes-256-cbc", "-in", str(pk8), "-out", str(enc),
-                 "-passout", "pass:s3cret")
+        _openssl(
+            "pkcs8",
+            "-topk8",
+            "-v2",
+            "aes-256-cbc",
+            "-in",
+            str(pk8),
+            "-out",
+            str(enc),
+            "-passout",
+            "pass:s3cret",
+        )
         out[alg] = {"pk8": pk8, "trad": trad, "enc": enc, "cert": cert}
     return out
 
@@ -261,8 +331,12 @@ def keys(tmp_path_factory):
 def test_key_forms(alg, form, keys, start_server):
     kind = Kind(RINGLOOP_KINDS[1])
     k = keys[alg]
-    head = (k["trad"].read_text().splitlines()[0])
-    assert head == ("-----BEGIN RSA PRIVATE KEY-----" if alg == "rsa" else "-----BEGIN EC PRIVATE KEY-----") or form != "trad"
+    head = k["trad"].read_text().splitlines()[0]
+    assert (
+        head
+        == ("-----BEGIN RSA PRIVATE KEY-----" if alg == "rsa" else "-----BEGIN EC PRIVATE KEY-----")
+        or form != "trad"
+    )
     settings = {"ssl_keyfile": str(k[form]), "ssl_certfile": str(k["cert"])}
     if form == "enc":
         settings["ssl_keyfile_password"] = "s3cret"
@@ -285,9 +359,21 @@ def test_unusable_keys_and_certs_are_one_line(keys, tmp_path):
     for (key, cert), want in cases:
         line = _serve_error("--ssl-keyfile", key, "--ssl-certfile", cert)
         assert line.startswith("ringloop serve: error: --ssl-") and want in line, line
-    line = _serve_error("--ssl-keyfile", str(rsa["enc"]), "--ssl-certfile", str(rsa["cert"]),
-                        "--ssl-keyfile-password", "wrong")
+    line = _serve_error(
+        "--ssl-keyfile",
+        str(rsa["enc"]),
+        "--ssl-certfile",
+        str(rsa["cert"]),
+        "--ssl-keyfile-password",
+        "wrong",
+    )
     assert f"{rsa['enc']}: cannot decrypt the key: wrong --ssl-keyfile-password" in line
-    line = _serve_error("--ssl-keyfile", str(rsa["pk8"]), "--ssl-certfile", str(rsa["cert"]),
-                        "--ssl-ciphers", "RC4-MD5")
+    line = _serve_error(
+        "--ssl-keyfile",
+        str(rsa["pk8"]),
+        "--ssl-certfile",
+        str(rsa["cert"]),
+        "--ssl-ciphers",
+        "RC4-MD5",
+    )
     assert 'unknown cipher "RC4-MD5"' in line

@@ -259,7 +259,9 @@ class Server:
                         backlog=self.config.backlog,
                         ssl=ssl_ctx,
                         # A TLS slowloris meets the same limit as a stalled request head.
-                        ssl_handshake_timeout=(self.config.timeout_request_head or None) if ssl_ctx else None,
+                        ssl_handshake_timeout=(self.config.timeout_request_head or None)
+                        if ssl_ctx
+                        else None,
                     )
                 )
         except BaseException:
