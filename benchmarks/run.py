@@ -31,6 +31,10 @@ SUITES: dict[str, tuple[str, str]] = {
     # The module is not called http.py: on sys.path[0] that would shadow the standard
     # library's http package for every script in this directory.
     "http": ("http_suite", "HTTP servers side by side: CPU µs/request, req/s, p99, RSS"),
+    "https": (
+        "https_suite",
+        "HTTPS servers side by side: keep-alive and full handshakes, CPU µs/request",
+    ),
     "ws": ("ws_suite", "WebSocket servers side by side: echo and broadcast, CPU µs/message"),
     "blocked_fairness": (
         "blocked_fairness",

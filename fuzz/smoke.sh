@@ -13,7 +13,7 @@ export RUSTC_BOOTSTRAP=1
 cargo fuzz build
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-for target in h1_request h1_chunked ws_frames ws_handshake files_path; do
+for target in h1_request h1_chunked ws_frames ws_handshake files_path tls_server; do
     mkdir -p "corpus-work/$target"
     if cargo fuzz run "$target" "corpus-work/$target" "corpus/$target" -- \
         -max_total_time="$seconds" -print_final_stats=1 >"$log" 2>&1; then

@@ -5,6 +5,7 @@ pub mod eventloop;
 pub mod http;
 pub mod py;
 pub mod reactor;
+pub mod tls;
 pub mod transport;
 pub mod watch;
 
@@ -33,6 +34,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<eventloop::handle::Handle>()?;
     m.add_class::<eventloop::handle::TimerHandle>()?;
     m.add_class::<transport::stream::StreamIO>()?;
+    m.add_class::<transport::stream::TlsConfig>()?;
     m.add_class::<transport::datagram::DatagramIO>()?;
     m.add_class::<http::server::ServerState>()?;
     m.add_class::<http::conn::HttpConn>()?;

@@ -1,5 +1,6 @@
 """Type stubs for ringloop._core, the native (Rust) half of the loop and the watch."""
 
+import os
 from collections.abc import Callable, Iterable
 from contextvars import Context
 from typing import Any, final, type_check_only
@@ -163,6 +164,32 @@ class StreamIO:
     def _on_switched(self, _item: object) -> None: ...
     @property
     def read_mode(self) -> str: ...
+    def enable_tls(self, config: TlsConfig) -> None: ...
+    @property
+    def tls_handshaking(self) -> bool: ...
+    def tls_close(self) -> None: ...
+    def tls_extension(self) -> dict[str, Any] | None: ...
+    def tls_info(
+        self,
+    ) -> tuple[str | None, str | None, str | None, list[bytes], str | None] | None: ...
+
+@final
+class TlsConfig:
+    """The server's TLS configuration (rustls), built from PEM files; a problem is a
+    `ValueError` of one line naming the flag, the file and the problem."""
+
+    def __new__(
+        cls,
+        certfile: str | os.PathLike[str],
+        keyfile: str | os.PathLike[str],
+        password: str | None = None,
+        ca_certs: str | os.PathLike[str] | None = None,
+        cert_reqs: int = 0,
+        ciphers: str | None = None,
+        crls: list[str | os.PathLike[str]] = ...,
+        min_version: str | None = None,
+        alpn: list[str] = ...,
+    ) -> TlsConfig: ...
 
 @final
 class DatagramIO:

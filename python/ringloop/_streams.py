@@ -27,15 +27,19 @@ from __future__ import annotations
 
 import errno
 import functools
+import logging
 import os
 import socket
-from asyncio import constants, selector_events, sslproto, tasks, trsock
+from asyncio import BufferedProtocol, constants, selector_events, sslproto, tasks, trsock
 from asyncio.log import logger
 from typing import NamedTuple
 
 from . import _core
 
 _Base = selector_events._SelectorSocketTransport
+# A TLS connection that fails (bad input, a handshake timeout) is the client's business:
+# said at debug, under the server's logger (`ringloop serve --log-level debug` shows it).
+_tls_log = logging.getLogger("ringloop.server.tls")
 
 
 def _native_state(name: str) -> property:
@@ -106,6 +110,49 @@ class StreamTransport(_Base):
             # native flush must call _maybe_resume_protocol once the buffer drains.
             self._io.pause_signalled = True
 
+    # -- TLS in Rust (a server's `_core.TlsConfig`; see src/transport/stream/tls.rs) ---------
+
+    _tls = False
+    _tls_timer = None
+
+    def _start_tls(self, config, handshake_timeout):
+        if isinstance(self._protocol, BufferedProtocol):
+            raise TypeError("ringloop's native TLS serves Protocol, not BufferedProtocol")
+        self._io.enable_tls(config)
+        self._tls = True
+        # loop.sendfile must read and encrypt, never send the file in the clear.
+        self._sendfile_compatible = constants._SendfileMode.FALLBACK
+        if handshake_timeout:
+            self._tls_timer = self._loop.call_later(handshake_timeout, self._tls_timeout)
+
+    def _tls_timeout(self):
+        self._tls_timer = None
+        if self._io.tls_handshaking and not self._closing:
+            _tls_log.debug("TLS handshake timed out: %s", self._tls_peer())
+            self.abort()
+
+    def _tls_peer(self):
+        peer = self._extra.get("peername")
+        return f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else repr(peer)
+
+    def _tls_failed(self, reason):
+        """The TLS session failed (its alert is already queued): close this connection."""
+        _tls_log.debug("TLS error from %s: %s", self._tls_peer(), reason)
+        if not self._closing:
+            self.close()
+
+    def get_extra_info(self, name, default=None):
+        if name in ("ssl_object", "sslcontext", "peercert", "cipher", "compression"):
+            info = self._io.tls_info()
+            if info is None:
+                return super().get_extra_info(name, default)
+            if name == "cipher":
+                return (info[1], info[0], None)
+            if name == "peercert":
+                return info[3][0] if info[3] else default
+            return default
+        return super().get_extra_info(name, default)
+
     # -- edges the native side calls back into --------------------------------------------------
 
     def _on_drained(self):
@@ -166,6 +213,8 @@ class StreamTransport(_Base):
         if self._closing:
             return
         self._io.stop_reading()
+        if self._tls:
+            self._io.tls_close()  # close_notify, ahead of the socket's close
         super().close()
         if self._io.buffer_size:
             self._io.watch_drain = True
@@ -189,6 +238,9 @@ class StreamTransport(_Base):
     def _call_connection_lost(self, exc):
         # Before the socket closes: an in-flight recv holds the file (see StreamIO.stop_reading).
         self._io.stop_reading()
+        if self._tls_timer is not None:
+            self._tls_timer.cancel()
+            self._tls_timer = None
         try:
             super()._call_connection_lost(exc)
         finally:
@@ -443,6 +495,12 @@ class StreamTransportsMixin:
         ssl_handshake_timeout=constants.SSL_HANDSHAKE_TIMEOUT,
         ssl_shutdown_timeout=constants.SSL_SHUTDOWN_TIMEOUT,
     ):
+        if isinstance(sslcontext, _core.TlsConfig):
+            # The server's TLS in Rust (rustls): the native transport decrypts and encrypts;
+            # the protocol sees plaintext. Reads start only after `enable_tls` (call_soon).
+            transport = StreamTransport(self, rawsock, protocol, waiter, extra, server)
+            transport._start_tls(sslcontext, ssl_handshake_timeout)
+            return transport
         # TLS is the stdlib's SSLProtocol (a BufferedProtocol) over the native transport.
         ssl_protocol = sslproto.SSLProtocol(
             self,

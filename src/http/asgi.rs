@@ -42,7 +42,7 @@ pub(crate) fn request<'py>(conn: &Bound<'py, HttpConn>, head: &HeadCopy, id: u64
     // Taken out of the state while in use: making the scope allocates containers.
     let mut base = match base {
         Some(b) => b,
-        None => ConnScope::new(server.scope_template.bind(py))?,
+        None => ConnScope::new(server.scope_template.bind(py))?.with_tls(py, this.st.borrow(py)?.io())?,
     };
     let scope = base.scope(py, head, &origin, state.as_ref())?;
     this.st.borrow_mut(py)?.scope = Some(base);

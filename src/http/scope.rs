@@ -99,6 +99,17 @@ impl ConnScope {
         })
     }
 
+    /// Over TLS, this connection's scopes carry the ASGI `tls` extension: its own copy of
+    /// `extensions` (the template's is shared by every connection).
+    pub(crate) fn with_tls(self, py: Python<'_>, io: Option<&Py<crate::transport::stream::StreamIO>>) -> PyResult<ConnScope> {
+        let Some(tls) = io.map(|io| io.get().tls_extension(py)).transpose()?.flatten() else { return Ok(self) };
+        let d = self.dict.bind(py);
+        let ext = d.get_item(intern!(py, "extensions"))?.map(|e| e.cast_into::<PyDict>()).transpose()?.map(|e| e.copy()).transpose()?.unwrap_or_else(|| PyDict::new(py));
+        ext.set_item(intern!(py, "tls"), tls)?;
+        d.set_item(intern!(py, "extensions"), ext)?;
+        Ok(self)
+    }
+
     /// The previous request's `raw_path` and `path` (a request for the same target reuses them).
     pub(crate) fn last_target(&self) -> Option<(&Py<PyBytes>, &Py<PyString>)> {
         Some((self.raw_path.as_ref()?, self.path.as_ref()?))

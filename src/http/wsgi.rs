@@ -137,6 +137,9 @@ impl Request {
         };
         env.set_item(intern!(py, "SERVER_PROTOCOL"), protocol)?;
         env.set_item(intern!(py, "wsgi.url_scheme"), self.scheme.bind(py))?;
+        if self.scheme.bind(py).to_str()? == "https" {
+            env.set_item(intern!(py, "HTTPS"), intern!(py, "on"))?;
+        }
         env.set_item(intern!(py, "wsgi.input"), input)?;
         if let Some((host, port)) = address_strings(self.client.bind(py))? {
             env.set_item(intern!(py, "REMOTE_ADDR"), host)?;

@@ -133,6 +133,7 @@ async def app(scope, receive, send):  # noqa: C901 - one route per behaviour, on
         view["state_keys"] = sorted(scope.get("state", {}).keys()) if "state" in scope else None
         view["state_started_by"] = scope.get("state", {}).get("started_by")
         view["extensions"] = sorted((scope.get("extensions") or {}).keys())
+        view["tls"] = (scope.get("extensions") or {}).get("tls")
         view["body"] = body
         await _json(send, _jsonable(view))
         if _q(scope, "mutate") == "1":

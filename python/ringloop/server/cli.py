@@ -420,7 +420,24 @@ def _add_serve_arguments(p: argparse.ArgumentParser) -> None:
         help="client certificates: 0 none, 1 optional, 2 required",
     )
     g.add_argument(
-        "--ssl-ciphers", metavar="CIPHERS", default=d("ssl_ciphers"), help="OpenSSL cipher list"
+        "--ssl-ciphers",
+        metavar="CIPHERS",
+        default=d("ssl_ciphers"),
+        help="OpenSSL-style cipher list, mapped onto rustls's suites",
+    )
+    g.add_argument(
+        "--ssl-crl",
+        metavar="PATH",
+        action="append",
+        default=None,
+        help="a PEM certificate revocation list for client certificates (repeatable)",
+    )
+    g.add_argument(
+        "--ssl-protocol-min",
+        metavar="VERSION",
+        choices=("tls1.2", "tls1.3"),
+        default=None,
+        help="the lowest TLS version accepted: tls1.2 (default) or tls1.3",
     )
 
     g = p.add_argument_group("logging")

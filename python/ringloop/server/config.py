@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import ipaddress
 import os
-import ssl
 from dataclasses import dataclass, field
 from typing import Any
+
+from .. import _core
 
 INTERFACES = ("auto", "asgi", "wsgi", "native")
 LIFESPANS = ("auto", "on", "off")
@@ -73,8 +74,10 @@ class Config:
     ssl_certfile: str | None = None
     ssl_keyfile_password: str | None = None
     ssl_ca_certs: str | None = None
-    ssl_cert_reqs: int = ssl.CERT_NONE
+    ssl_cert_reqs: int = 0  # ssl.CERT_NONE; 1 optional, 2 required
     ssl_ciphers: str = "TLSv1"
+    ssl_crl: list[str] = field(default_factory=list)
+    ssl_protocol_min: str | None = None
     # -- headers and logs
     server_header: bool = True
     date_header: bool = True
@@ -195,22 +198,24 @@ class Config:
     def is_ssl(self) -> bool:
         return bool(self.ssl_keyfile and self.ssl_certfile)
 
-    def ssl_context(self) -> ssl.SSLContext | None:
-        """The server's TLS context (stdlib `ssl`), or None for plain HTTP."""
+    def ssl_context(self) -> _core.TlsConfig | None:
+        """The server's TLS configuration (rustls, in Rust: `src/tls/`), or None for plain
+        HTTP. A key or certificate that cannot be used is a `ConfigError` of one line."""
         if not self.is_ssl:
             return None
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         try:
-            ctx.load_cert_chain(self.ssl_certfile, self.ssl_keyfile, self.ssl_keyfile_password)
-        except (OSError, ssl.SSLError) as exc:
-            raise ConfigError(f"--ssl-certfile/--ssl-keyfile: cannot load: {exc}") from exc
-        ctx.verify_mode = ssl.VerifyMode(self.ssl_cert_reqs)
-        if self.ssl_ca_certs:
-            ctx.load_verify_locations(self.ssl_ca_certs)
-        if self.ssl_ciphers:
-            ctx.set_ciphers(self.ssl_ciphers)
-        ctx.set_alpn_protocols(["http/1.1"])
-        return ctx
+            return _core.TlsConfig(
+                self.ssl_certfile,
+                self.ssl_keyfile,
+                password=self.ssl_keyfile_password,
+                ca_certs=self.ssl_ca_certs,
+                cert_reqs=int(self.ssl_cert_reqs),
+                ciphers=self.ssl_ciphers or None,
+                crls=list(self.ssl_crl),
+                min_version=self.ssl_protocol_min,
+            )
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
 
     def trusted_proxies(self) -> TrustedProxies | None:
         """Who may set `X-Forwarded-*` (None: proxy headers are off)."""

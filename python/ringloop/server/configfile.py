@@ -152,6 +152,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
         "static_path_route",
         "static_path_mount",
         "static_path_expires",
+        "ssl_crl",
     ):
         if settings.get(name) is None:
             settings[name] = []

@@ -256,6 +256,10 @@ class Server:
                         sock=sock,
                         backlog=self.config.backlog,
                         ssl=ssl_ctx,
+                        # A TLS slowloris meets the same limit as a stalled request head.
+                        ssl_handshake_timeout=(self.config.timeout_request_head or None)
+                        if ssl_ctx
+                        else None,
                     )
                 )
         except BaseException:

@@ -152,6 +152,11 @@ impl HttpConn {
         let py = slf.py();
         Self::flush(slf)?;
         let Some(io) = slf.get().st.borrow(py)?.io.as_ref().map(|i| i.clone_ref(py)) else { return Ok(false) };
+        // Under the native TLS layer the file must be read and encrypted, never sendfile'd in
+        // the clear: `send_later`'s `loop.sendfile` goes through the transport, which does that.
+        if io.get().tls_on(py)? {
+            return Ok(false);
+        }
         if !StreamIO::buffer_empty(io.bind(py))? {
             StreamIO::flush(io.bind(py))?;
             if !StreamIO::buffer_empty(io.bind(py))? {

@@ -103,6 +103,13 @@ pub(crate) struct ConnState {
     idle_phase: bool,
 }
 
+impl ConnState {
+    /// The native transport, if any (TLS session details are read from it).
+    pub(crate) fn io(&self) -> Option<&Py<StreamIO>> {
+        self.io.as_ref()
+    }
+}
+
 #[pyclass(module = "ringloop._core", frozen, weakref)]
 pub struct HttpConn {
     pub(crate) server: Py<ServerState>,

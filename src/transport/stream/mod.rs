@@ -8,12 +8,16 @@
 //! crossing a water mark, the buffer draining while someone waits for it).
 //! - `conn_lost`, `eof` (write_eof asked) and `sendfile_busy` mirror asyncio's `_conn_lost`,
 //!   `_eof` and `_empty_waiter is not None`: the write path checks them, so they live here.
+//! - `tls` (its own room): a TLS session between the socket and the protocol.
 //! - `watch_drain`: the Python side wants `_on_drained()` when the buffer empties (close with
 //!   data pending, write_eof, sendfile's empty waiter). Left unset on the hot path, so a
 //!   drained buffer costs no Python call.
 
 mod read;
+mod tls;
 mod write;
+
+pub use tls::TlsConfig;
 
 use std::collections::VecDeque;
 use std::os::fd::RawFd;
@@ -62,6 +66,12 @@ fn process_as<T: NativeProtocol>(obj: &Bound<'_, PyAny>) -> PyResult<()> {
     T::process(obj.cast::<T>()?)
 }
 
+impl NativeSink {
+    fn clone_ref(&self, py: Python<'_>) -> NativeSink {
+        NativeSink { obj: self.obj.clone_ref(py), feed: self.feed, process: self.process }
+    }
+}
+
 /// How reads reach the protocol, picked by `set_protocol` as asyncio does (or by a native
 /// protocol, `set_native_protocol`).
 enum Sink {
@@ -79,7 +89,7 @@ impl Sink {
             Sink::Buffered { get_buffer, buffer_updated } => {
                 Sink::Buffered { get_buffer: get_buffer.clone_ref(py), buffer_updated: buffer_updated.clone_ref(py) }
             }
-            Sink::Native(n) => Sink::Native(NativeSink { obj: n.obj.clone_ref(py), feed: n.feed, process: n.process }),
+            Sink::Native(n) => Sink::Native(n.clone_ref(py)),
         }
     }
 }
@@ -124,6 +134,8 @@ struct StreamState {
     /// Reading resumed with a non-empty inbox: the read is armed only once the drain has
     /// emptied it (see `start_reading`).
     arm_after_drain: bool,
+    /// TLS on this connection (see `tls`): every read is decrypted, every write encrypted.
+    tls: Option<Box<tls::TlsState>>,
 }
 
 #[pyclass(module = "ringloop._core", frozen, weakref)]
@@ -213,6 +225,7 @@ impl StreamIO {
                 pending: VecDeque::new(),
                 drain_scheduled: false,
                 arm_after_drain: false,
+                tls: None,
             }),
         })
     }

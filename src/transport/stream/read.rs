@@ -29,6 +29,7 @@ use pyo3::types::PyBytes;
 
 use super::super::buffers::{ring_read_bytes, with_scratch, View, MAX_READ};
 use super::super::reading::reading_pymethods;
+use super::tls::Cipher;
 use super::{NativeSink, Received, Sink, StreamIO};
 use crate::errors::os_error;
 use crate::eventloop::core::LoopCore;
@@ -89,6 +90,10 @@ impl StreamIO {
             Err(e) => return this.fatal(py, os_error(e), "Fatal read error on socket transport"),
         };
         let n = data.bind(py).as_bytes().len();
+        if this.tls_on(py)? {
+            Self::receive_tls(slf, &Sink::Data(cb.clone_ref(py)), Cipher::Slice(data.bind(py).as_bytes()))?;
+            return Self::after_readiness_read(slf, n);
+        }
         this.to_data_received(py, cb, data.bind(py))?;
         Self::after_readiness_read(slf, n)
     }
@@ -185,17 +190,34 @@ impl StreamIO {
         let py = slf.py();
         let this = slf.get();
         let obj = sink.obj.bind(py);
+        let tls = this.tls_on(py)?;
+        let mut fed = None;
         let res = with_scratch(|s| -> PyResult<Result<usize, std::io::Error>> {
             // SAFETY: the scratch buffer is MAX_READ writable bytes owned by this thread.
             let n = unsafe { libc::recv(this.fd, s.as_mut_ptr().cast(), MAX_READ, 0) };
             if n < 0 {
                 return Ok(Err(std::io::Error::last_os_error()));
             }
-            if n > 0 {
+            if n > 0 && tls {
+                // Only the session's work here: the plaintext goes on once the buffer is free.
+                fed = this.decrypt(py, Cipher::Slice(&s[..n as usize]))?;
+            } else if n > 0 {
                 (sink.feed)(obj, Received::Slice(&s[..n as usize]))?;
             }
             Ok(Ok(n as usize))
         });
+        if tls {
+            return match res {
+                Ok(Ok(0)) => this.on_eof(py),
+                Ok(Ok(n)) => {
+                    Self::after_decrypt(slf, &Sink::Native(sink.clone_ref(py)), fed)?;
+                    Self::after_readiness_read(slf, n)
+                }
+                Ok(Err(e)) if matches!(e.raw_os_error(), Some(libc::EAGAIN) | Some(libc::EINTR)) => Ok(()),
+                Ok(Err(e)) => this.fatal(py, os_error(e), "Fatal read error on socket transport"),
+                Err(e) => this.fatal(py, e, "Fatal error: protocol.data_received() call failed."),
+            };
+        }
         let n = match res {
             Ok(Ok(0)) => return this.on_eof(py),
             Ok(Ok(n)) => n,
@@ -210,7 +232,7 @@ impl StreamIO {
     }
 
     /// Hand a native protocol bytes it must take now (from the ring, or held while paused).
-    fn to_native(&self, py: Python<'_>, sink: &NativeSink, data: Received<'_>) -> PyResult<()> {
+    pub(super) fn to_native(&self, py: Python<'_>, sink: &NativeSink, data: Received<'_>) -> PyResult<()> {
         let obj = sink.obj.bind(py);
         match (sink.feed)(obj, data).and_then(|_| (sink.process)(obj)) {
             Ok(()) => Ok(()),
@@ -218,7 +240,7 @@ impl StreamIO {
         }
     }
 
-    fn to_data_received(&self, py: Python<'_>, cb: &Py<PyAny>, data: &Bound<'_, PyBytes>) -> PyResult<()> {
+    pub(super) fn to_data_received(&self, py: Python<'_>, cb: &Py<PyAny>, data: &Bound<'_, PyBytes>) -> PyResult<()> {
         match cb.call1(py, (data,)) {
             Ok(_) => Ok(()),
             Err(e) => self.fatal(py, e, "Fatal error: protocol.data_received() call failed."),
@@ -416,6 +438,11 @@ impl StreamIO {
                 (item.into_bound(py), st.sink.clone_ref(py))
             };
             if let Ok(b) = item.cast::<PyBytes>() {
+                if this.tls_on(py)? {
+                    // The inbox holds ciphertext: it goes through the session like any read.
+                    Self::receive_tls(slf, &sink, Cipher::Slice(b.as_bytes()))?;
+                    continue;
+                }
                 match sink {
                     Sink::None => {}
                     Sink::Data(cb) => this.to_data_received(py, &cb, b)?,
@@ -488,6 +515,10 @@ impl StreamIO {
         }
         let Some(r) = read else { return this.on_end(py, item.extract()?) };
         let n = r.len();
+        if this.tls_on(py)? {
+            Self::receive_tls(slf, &sink, Cipher::Ring(r))?;
+            return Self::maybe_go_bulk(slf, n);
+        }
         match sink {
             Sink::None => {}
             // Straight from the ring buffers into the protocol's buffer: no `bytes` between.

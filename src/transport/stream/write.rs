@@ -332,6 +332,31 @@ impl StreamIO {
         if !this.write_allowed(py, payload.len())? {
             return Ok(AfterSend::Done);
         }
+        // TLS: the records go out instead (checked first: a refused write must not have
+        // advanced the session).
+        if let Some(records) = this.encrypt(py, payload)? {
+            return Self::send_or_queue(slf, &records, None);
+        }
+        Self::send_or_queue(slf, payload, bytes)
+    }
+
+    /// Bytes the session produced on its own (handshake flights, alerts, close_notify): sent
+    /// as they are, in order with everything else.
+    pub(super) fn send_raw(slf: &Bound<'_, Self>, records: &[u8]) -> PyResult<()> {
+        {
+            let st = slf.get().st.borrow(slf.py())?;
+            if st.conn_lost > 0 || st.detached {
+                return Ok(());
+            }
+        }
+        let next = Self::send_or_queue(slf, records, None)?;
+        Self::after_send(slf, next)
+    }
+
+    /// `send_or_keep` once the write is allowed.
+    fn send_or_queue(slf: &Bound<'_, Self>, payload: &[u8], bytes: Option<&Bound<'_, PyBytes>>) -> PyResult<AfterSend> {
+        let py = slf.py();
+        let this = slf.get();
         let iteration = this.loop_.get().iteration();
         let direct = {
             let mut st = this.st.borrow_mut(py)?;
