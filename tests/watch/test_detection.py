@@ -309,7 +309,12 @@ def test_no_false_positive(run, work):
                 await done
         return nb.blocks
 
-    assert run(main) == []
+    # On a loaded machine the loop may wait for a CPU longer than the threshold: such a block
+    # is reported (it stalled the loop) but its breakdown blames no application time.
+    blocks = run(main)
+    assert [b for b in blocks if b.application_time() >= THRESHOLD] == [], "\n\n".join(
+        map(str, blocks)
+    )
 
 
 def test_scope_outside_the_loop_watches_loops_run_inside():

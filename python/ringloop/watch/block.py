@@ -2,8 +2,9 @@
 
 A Block says how long the loop was blocked, what ran (task name and coroutine, or the plain
 callback), the line that blocked (from the watchdog's stack samples), where the time went (a
-histogram of sampled lines), which audited I/O happened, and any context the application
-attached (e.g. a tracing span id). ``str(block)`` is the human report; ``to_dict``/``to_json``
+histogram of sampled lines), which audited I/O happened, the duration broken down by cause
+(``causes``: gc, throttled, starved, gil, the application's own; see causes.py), and any
+context the application attached (e.g. a tracing span id). ``str(block)`` is the human report; ``to_dict``/``to_json``
 the machine one.
 """
 

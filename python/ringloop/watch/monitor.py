@@ -139,7 +139,10 @@ class LoopMonitor:
         # formatting stacks) adds time that is not the slice's.
         cpu_end = read_busy_ns(self.state.cpu_clock)
         try:
-            self._evidence = self._gather(start_ns, end_ns, seq)
+            # Slices between the histogram's floor (1 ms) and every consumer's threshold come
+            # here too, for the metrics only: the OS counters are read for blocks alone.
+            if self.consumers and end_ns - start_ns >= min(c.threshold_ns for c in self.consumers):
+                self._evidence = self._gather(start_ns, end_ns, seq)
             self._slice_ended(handle, start_ns, end_ns, task, seq, cpu_end)
         except Exception:  # never let reporting break the loop
             logger.exception("ringloop.watch: failed to report a slow slice")
