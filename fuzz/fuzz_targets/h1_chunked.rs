@@ -9,8 +9,10 @@
 
 use libfuzzer_sys::fuzz_target;
 
-#[path = "../../src/http/h1/mod.rs"]
-mod h1;
+#[path = "../../src/http/proto/mod.rs"]
+mod proto;
+
+use proto::h1;
 
 use h1::testing::{decode_chunked, Splits};
 use h1::Limits;

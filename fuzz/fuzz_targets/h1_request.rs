@@ -11,8 +11,10 @@
 
 use libfuzzer_sys::fuzz_target;
 
-#[path = "../../src/http/h1/mod.rs"]
-mod h1;
+#[path = "../../src/http/proto/mod.rs"]
+mod proto;
+
+use proto::h1;
 
 use h1::testing::{serve_app, without_continues, Splits};
 use h1::Limits;

@@ -14,8 +14,10 @@ use libfuzzer_sys::fuzz_target;
 
 // Each target uses a part of the codec: the rest is dead code here, not in the server.
 #[allow(dead_code, unused_imports)]
-#[path = "../../src/http/ws/mod.rs"]
-mod ws;
+#[path = "../../src/http/proto/mod.rs"]
+mod proto;
+
+use proto::ws;
 
 use ws::extension::{negotiate, parse};
 use ws::{check, DeflateConfig};
