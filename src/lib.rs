@@ -8,6 +8,9 @@ pub mod reactor;
 pub mod transport;
 pub mod watch;
 
+#[cfg(test)]
+mod module_graph;
+
 use pyo3::prelude::*;
 
 /// `(available, reason)`: whether io_uring can be used here, and if not, why.
