@@ -9,6 +9,9 @@ pub mod tls;
 pub mod transport;
 pub mod watch;
 
+#[cfg(test)]
+mod module_graph;
+
 use pyo3::prelude::*;
 
 /// `(available, reason)`: whether io_uring can be used here, and if not, why.

@@ -11,8 +11,12 @@
 
 use libfuzzer_sys::fuzz_target;
 
-#[path = "../../src/http/h1/mod.rs"]
-mod h1;
+// Both cores come in with proto/; this target uses one of them.
+#[allow(dead_code, unused_imports)]
+#[path = "../../src/http/proto/mod.rs"]
+mod proto;
+
+use proto::h1;
 
 use h1::testing::{serve_app, without_continues, Splits};
 use h1::Limits;

@@ -1,7 +1,7 @@
 //! Arbitrary bytes as what a WebSocket client sends after the upgrade, read three ways: all at
 //! once, one byte at a time, and in pieces a seed chooses. The same messages, the same
 //! verdict and the same output (pongs, close frames) every time, and never a panic. The
-//! driver (`src/http/ws/testing.rs`, shared with the unit tests) also checks that an error
+//! driver (`src/http/proto/ws/testing.rs`, shared with the unit tests) also checks that an error
 //! ends the connection and that `NeedData` is never said twice without new bytes.
 //!
 //! Input layout: byte 0 picks the settings (bit 0: a 64-byte message limit, so the 1009 paths
@@ -14,8 +14,12 @@ use libfuzzer_sys::fuzz_target;
 
 // Each target uses a part of the codec: the rest is dead code here, not in the server.
 #[allow(dead_code, unused_imports)]
-#[path = "../../src/http/ws/mod.rs"]
-mod ws;
+// Both cores come in with proto/; this target uses one of them.
+#[allow(dead_code, unused_imports)]
+#[path = "../../src/http/proto/mod.rs"]
+mod proto;
+
+use proto::ws;
 
 use ws::testing::{run_with, Splits};
 use ws::{Config, Params};

@@ -14,8 +14,12 @@ use libfuzzer_sys::fuzz_target;
 
 // Each target uses a part of the codec: the rest is dead code here, not in the server.
 #[allow(dead_code, unused_imports)]
-#[path = "../../src/http/ws/mod.rs"]
-mod ws;
+// Both cores come in with proto/; this target uses one of them.
+#[allow(dead_code, unused_imports)]
+#[path = "../../src/http/proto/mod.rs"]
+mod proto;
+
+use proto::ws;
 
 use ws::extension::{negotiate, parse};
 use ws::{check, DeflateConfig};

@@ -19,6 +19,7 @@ use super::conn::HttpConn;
 use super::cycle::{self, current, disconnect, ready, ClientDisconnected, Cycle, Got};
 use super::request::{self, HeadCopy};
 use super::scope::{ConnScope, Origin};
+use super::stream::InFlight;
 
 /// The scope and the cycle for the request `head` (after `conn` released its borrow).
 pub(crate) fn request<'py>(conn: &Bound<'py, HttpConn>, head: &HeadCopy, id: u64) -> PyResult<(Bound<'py, PyDict>, Cycle)> {
@@ -46,7 +47,7 @@ pub(crate) fn request<'py>(conn: &Bound<'py, HttpConn>, head: &HeadCopy, id: u64
     };
     let scope = base.scope(py, head, &origin, state.as_ref())?;
     this.st.borrow_mut(py)?.scope = Some(base);
-    Ok((scope, Cycle::new(id, head, py)))
+    Ok((scope, Cycle::new(id, head, py, InFlight::enter(&server.in_flight))))
 }
 
 /// Learn how the application's task ended: now if it is done (it ran to its end in its first

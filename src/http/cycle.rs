@@ -20,8 +20,9 @@ use pyo3::{intern, PyTraverseError, PyVisit};
 
 use super::body::Collected;
 use super::conn::{ConnState, HttpConn};
-use super::h1::{After, Event};
+use super::proto::h1::{After, Event};
 use super::request::HeadCopy;
+use super::stream::InFlight;
 
 pyo3::create_exception!(
     _core,
@@ -60,10 +61,12 @@ pub(crate) struct Cycle {
     pub(crate) collected: Option<Collected>,
     /// The application has the `websocket` scope (`websocket`).
     pub(crate) websocket: bool,
+    /// Counted in the worker's requests in flight while the cycle lives.
+    _in_flight: InFlight,
 }
 
 impl Cycle {
-    pub(crate) fn new(id: u64, head: &HeadCopy, py: Python<'_>) -> Cycle {
+    pub(crate) fn new(id: u64, head: &HeadCopy, py: Python<'_>, in_flight: InFlight) -> Cycle {
         Cycle {
             id,
             method: head.method.clone_ref(py),
@@ -83,6 +86,7 @@ impl Cycle {
             pending: None,
             collected: None,
             websocket: false,
+            _in_flight: in_flight,
         }
     }
 
@@ -333,7 +337,7 @@ pub(crate) fn answer_receiver(conn: &Bound<'_, HttpConn>) -> PyResult<()> {
 /// of the disconnect.
 pub(crate) fn cycle_over(py: Python<'_>, mut c: Cycle) -> PyResult<()> {
     if let Some(w) = c.receive_waiter.take() {
-        let msg = if c.websocket { super::websocket::asgi::disconnect(py, super::ws::code::ABNORMAL, "")? } else { disconnect(py)? };
+        let msg = if c.websocket { super::websocket::asgi::disconnect(py, super::proto::ws::code::ABNORMAL, "")? } else { disconnect(py)? };
         resolve(w.bind(py), &msg)?;
     }
     Ok(())
@@ -409,7 +413,7 @@ pub(crate) fn write_head(conn: &Bound<'_, HttpConn>, id: u64, body_len: Option<u
         None => Vec::new(),
     };
     let defaults = &conn.server.get().default_headers;
-    let written = conn.with_stamp(py, |st, stamp| -> Result<bool, super::h1::EncodeError> {
+    conn.write_stamped(py, |st, stamp| {
         let st = &mut *st;
         if current(st, id).is_none() {
             return Ok(false);
@@ -430,8 +434,7 @@ pub(crate) fn write_head(conn: &Bound<'_, HttpConn>, id: u64, body_len: Option<u
             c.headers = None;
         }
         Ok(true)
-    })?;
-    written.map_err(|e| PyValueError::new_err(format!("invalid response: {} ({})", e, e.rule())))
+    })
 }
 
 /// Body bytes of the response (`more`: not the last), written behind the head.

@@ -1,10 +1,12 @@
-//! The HTTP server's native half. `h1` is sans-I/O HTTP/1.1 (no PyO3); `conn` joins it to the
-//! stream transport and the application, one connection each; `request` turns a request head
-//! into Python objects, `scope` those into ASGI's `http` scope; `ws` is sans-I/O WebSocket (no PyO3 either); `websocket` joins `ws` to the
-//! connection and to ASGI's `websocket` scope; `asgi` is the ASGI request cycle
-//! (`receive`/`send`); `server` what the connections of one worker share; `watch` what the
-//! blocking watch reads about the request that blocked the loop; `files` serves static files
-//! (sans-PyO3) before a request reaches the application.
+//! The HTTP server's native half. `proto/` holds the sans-I/O cores (no PyO3, no `crate::`):
+//! `h1` (HTTP/1.1), `ws` (WebSocket) and `head`, the `RequestHead` view of a request they give.
+//! `conn` joins h1 to the stream transport and the application, one connection each;
+//! `stream` is the per-request stream being built out of `cycle` (so far the in-flight guard);
+//! `request` turns a `RequestHead` into Python objects, `scope` those into ASGI's `http` scope;
+//! `websocket` joins `ws` to the connection and to ASGI's `websocket` scope; `asgi` is the ASGI
+//! request cycle (`receive`/`send`); `server` what the connections of one worker share;
+//! `watch` what the blocking watch reads about the request that blocked the loop; `files`
+//! serves static files (its rules sans-PyO3) before a request reaches the application.
 //! The Python half is `ringloop.server`.
 
 pub mod asgi;
@@ -12,15 +14,15 @@ pub mod body;
 pub mod conn;
 pub mod cycle;
 pub mod files;
-pub mod h1;
+pub mod proto;
 pub mod host;
 pub mod native;
 pub mod request;
 pub mod scope;
 pub mod server;
+pub mod stream;
 pub mod watch;
 pub mod websocket;
-pub mod ws;
 pub mod wsgi;
 pub mod wsgi_pool;
 pub mod wsgi_start;

@@ -18,6 +18,7 @@ use super::asgi::{Receive, Send};
 use super::conn::HttpConn;
 use super::cycle::{self, Cycle};
 use super::request::HeadCopy;
+use super::stream::InFlight;
 use crate::eventloop::gil_cell::GilCell;
 
 /// A request as a native handler (or the WSGI bridge) sees it.
@@ -250,7 +251,7 @@ pub(crate) fn request(conn: &Bound<'_, HttpConn>, head: &HeadCopy, id: u64, with
         (None, None)
     };
     let request = Py::new(py, Request::new(py, head, conn.get(), receive)?)?;
-    Ok((request, Cycle::new(id, head, py), send))
+    Ok((request, Cycle::new(id, head, py, InFlight::enter(&conn.get().server.get().in_flight)), send))
 }
 
 /// Write a handler's answer natively, if it can be (status, headers, and a `bytes`/`str`

@@ -12,8 +12,16 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyString, PyTuple};
 use pyo3::IntoPyObjectExt;
 
-use super::h1::{Framing, Head, Method, Version};
-use super::scope::ConnScope;
+use super::proto::head::{percent_decode, Framing, Method, RequestHead, Version};
+
+/// The values of the connection's previous request that the next may reuse (kept by the
+/// interface: ASGI's per-connection scope, `scope::ConnScope`).
+pub(crate) trait Previous {
+    /// Its `raw_path` and `path` (a request for the same target reuses them).
+    fn last_target(&self) -> Option<(&Py<PyBytes>, &Py<PyString>)>;
+    /// Its header tuples (a request with the same field at the same place reuses its tuple).
+    fn last_headers(&self) -> &[Py<PyTuple>];
+}
 
 /// A header field: its lowercased name and its value.
 pub(crate) struct Field {
@@ -109,21 +117,7 @@ fn decode_path(py: Python<'_>, raw: &[u8]) -> Py<PyString> {
         // h1 let only visible ASCII through: no decoding, no check.
         return PyString::new(py, std::str::from_utf8(raw).unwrap_or("")).unbind();
     }
-    let hex = |b: u8| (b as char).to_digit(16).map(|d| d as u8);
-    let mut out = Vec::with_capacity(raw.len());
-    let mut i = 0;
-    while i < raw.len() {
-        if raw[i] == b'%' && i + 2 < raw.len() {
-            if let (Some(h), Some(l)) = (hex(raw[i + 1]), hex(raw[i + 2])) {
-                out.push(h << 4 | l);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(raw[i]);
-        i += 1;
-    }
-    PyString::new(py, &String::from_utf8_lossy(&out)).unbind()
+    PyString::new(py, &String::from_utf8_lossy(&percent_decode(raw))).unbind()
 }
 
 impl HeadCopy {
@@ -132,10 +126,10 @@ impl HeadCopy {
     /// `last`: the connection's previous ASGI request: its `raw_path` and `path` objects are
     /// reused when this request has the same target, and its header tuples where this request
     /// has the same field at the same place (see `scope`).
-    pub(crate) fn from_head(py: Python<'_>, head: &Head<'_>, root_path: &[u8], last: Option<&ConnScope>) -> HeadCopy {
+    pub(crate) fn from_head<'a>(py: Python<'_>, head: &impl RequestHead<'a>, root_path: &[u8], last: Option<&impl Previous>) -> HeadCopy {
         let path = head.path();
         let same = |raw: &[u8]| raw.len() == root_path.len() + path.len() && raw.starts_with(root_path) && &raw[root_path.len()..] == path;
-        let (path_obj, raw_path) = if let Some((raw, decoded)) = last.and_then(ConnScope::last_target).filter(|(raw, _)| same(raw.bind(py).as_bytes())) {
+        let (path_obj, raw_path) = if let Some((raw, decoded)) = last.and_then(Previous::last_target).filter(|(raw, _)| same(raw.bind(py).as_bytes())) {
             (decoded.clone_ref(py), raw.clone_ref(py))
         } else if root_path.is_empty() {
             (decode_path(py, path), PyBytes::new(py, path).unbind())
@@ -149,7 +143,7 @@ impl HeadCopy {
         let mut forwarded_for = None;
         let mut forwarded_proto = None;
         let authority = head.authority();
-        let last_fields = last.map_or(&[][..], ConnScope::last_headers);
+        let last_fields = last.map_or(&[][..], Previous::last_headers);
         let mut headers: Vec<Field> = head
             .headers()
             .enumerate()

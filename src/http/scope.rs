@@ -8,7 +8,7 @@
 //! `server` and `client` are the connection's; `method`, `http_version`, `query_string`
 //! (when empty) and `scheme` are cached objects for the common cases; and a request for the
 //! same target as the connection's previous one gets that request's `path` and `raw_path`
-//! objects again (`HeadCopy::from_head`, with `ConnScope::last_target`; both immutable), and
+//! objects again (`HeadCopy::from_head`, with `ConnScope`'s `Previous::last_target`; both immutable), and
 //! a header field that is the same, at the same place, as the previous request's gets that
 //! request's `(name, value)` tuple (`last_headers`: a client sends the same fields on each
 //! request of a connection, `host` and `user-agent` at least). So
@@ -21,7 +21,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 use pyo3::{intern, PyTraverseError, PyVisit};
 
-use super::request::HeadCopy;
+use super::request::{HeadCopy, Previous};
 
 /// Where the request came from and how, after `--proxy-headers`.
 pub(crate) struct Origin<'a> {
@@ -83,6 +83,16 @@ fn put<T: pyo3::PyTypeInfo>(d: &Bound<'_, PyDict>, key: &Bound<'_, PyString>, he
     Ok(())
 }
 
+impl Previous for ConnScope {
+    fn last_target(&self) -> Option<(&Py<PyBytes>, &Py<PyString>)> {
+        Some((self.raw_path.as_ref()?, self.path.as_ref()?))
+    }
+
+    fn last_headers(&self) -> &[Py<PyTuple>] {
+        &self.headers
+    }
+}
+
 impl ConnScope {
     pub(crate) fn new(template: &Bound<'_, PyDict>) -> PyResult<ConnScope> {
         Ok(ConnScope {
@@ -108,17 +118,6 @@ impl ConnScope {
         ext.set_item(intern!(py, "tls"), tls)?;
         d.set_item(intern!(py, "extensions"), ext)?;
         Ok(self)
-    }
-
-    /// The previous request's `raw_path` and `path` (a request for the same target reuses them).
-    pub(crate) fn last_target(&self) -> Option<(&Py<PyBytes>, &Py<PyString>)> {
-        Some((self.raw_path.as_ref()?, self.path.as_ref()?))
-    }
-
-    /// The previous request's header tuples (a request with the same field at the same place
-    /// reuses its tuple).
-    pub(crate) fn last_headers(&self) -> &[Py<PyTuple>] {
-        &self.headers
     }
 
     /// The scope of the request `head` (with `state`: the lifespan state, copied).

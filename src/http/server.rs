@@ -6,6 +6,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use pyo3::exceptions::PyValueError;
@@ -14,7 +15,7 @@ use pyo3::types::{PyDict, PyString};
 use pyo3::{PyTraverseError, PyVisit};
 
 use super::conn::HttpConn;
-use super::h1::{DateCache, Limits};
+use super::proto::h1::{DateCache, Limits};
 use crate::eventloop::gil_cell::GilCell;
 use crate::reactor::sys::monotonic_ns;
 
@@ -57,9 +58,9 @@ pub struct Timeouts {
 /// WebSocket settings (`--ws*`); `None` in `ServerState`: upgrade requests are plain HTTP.
 #[derive(Debug, Clone)]
 pub struct WsSettings {
-    pub config: super::ws::Config,
+    pub config: super::proto::ws::Config,
     /// What permessage-deflate we agree to (`None`: not offered, `--ws-per-message-deflate`).
-    pub deflate: Option<super::ws::DeflateConfig>,
+    pub deflate: Option<super::proto::ws::DeflateConfig>,
     /// A ping after this long without a byte from the client (0: never).
     pub ping_interval: u64,
     /// The connection fails when nothing arrives this long after a ping.
@@ -117,7 +118,8 @@ pub struct ServerState {
     pub(crate) ws_handler: Option<Py<PyAny>>,
     date: GilCell<Date>,
     pub(crate) requests: AtomicU64,
-    pub(crate) in_flight: AtomicU64,
+    /// Requests in their application: each cycle holds one count (`stream::InFlight`).
+    pub(crate) in_flight: Arc<AtomicU64>,
     pub(crate) shutting_down: AtomicBool,
     /// While shutting down, an idle keep-alive connection is closed once it has been idle this
     /// long (ns): one whose client is looping requests gets the next one answered with
@@ -237,8 +239,8 @@ impl ServerState {
         let ws = match (ws, speaks_ws) {
             ("off", _) | ("auto", false) => None,
             ("on" | "auto", true) => Some(WsSettings {
-                config: super::ws::Config { max_message: ws_max_size.max(1), ..super::ws::Config::default() },
-                deflate: ws_per_message_deflate.then(super::ws::DeflateConfig::default),
+                config: super::proto::ws::Config { max_message: ws_max_size.max(1), ..super::proto::ws::Config::default() },
+                deflate: ws_per_message_deflate.then(super::proto::ws::DeflateConfig::default),
                 ping_interval: ns(ws_ping_interval.unwrap_or(0.0), "ws_ping_interval")?,
                 ping_timeout: ns(ws_ping_timeout.unwrap_or(0.0), "ws_ping_timeout")?,
             }),
@@ -284,7 +286,7 @@ impl ServerState {
             ws_handler,
             date: GilCell::new(Date { cache: DateCache::new(SystemTime::now()), second: monotonic_ns() / 1_000_000_000 }),
             requests: AtomicU64::new(0),
-            in_flight: AtomicU64::new(0),
+            in_flight: Arc::new(AtomicU64::new(0)),
             shutting_down: AtomicBool::new(false),
             drain_idle: AtomicU64::new(0),
             track_requests: AtomicBool::new(false),

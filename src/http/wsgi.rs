@@ -15,6 +15,7 @@ use pyo3::intern;
 use super::asgi::Send;
 use super::cycle;
 use super::native::Request;
+use super::proto::head::percent_decode;
 
 /// `bytes` as PEP 3333's "bytes as str": each byte one code point (latin-1).
 fn latin1<'py>(py: Python<'py>, b: &[u8]) -> Bound<'py, PyString> {
@@ -22,29 +23,6 @@ fn latin1<'py>(py: Python<'py>, b: &[u8]) -> Bound<'py, PyString> {
         Ok(s) if b.is_ascii() => PyString::new(py, s),
         _ => PyString::new(py, &b.iter().map(|&c| c as char).collect::<String>()),
     }
-}
-
-/// `%XX` decoded (a `%` not followed by two hex digits stays as is), as
-/// `urllib.parse.unquote_to_bytes`.
-fn percent_decode(raw: &[u8]) -> std::borrow::Cow<'_, [u8]> {
-    if !raw.contains(&b'%') {
-        return std::borrow::Cow::Borrowed(raw);
-    }
-    let hex = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
-    let mut out = Vec::with_capacity(raw.len());
-    let mut i = 0;
-    while i < raw.len() {
-        if raw[i] == b'%' && i + 2 < raw.len() {
-            if let (Some(h), Some(l)) = (hex(raw[i + 1]), hex(raw[i + 2])) {
-                out.push(h << 4 | l);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(raw[i]);
-        i += 1;
-    }
-    std::borrow::Cow::Owned(out)
 }
 
 /// The environ key of a request header: `CONTENT_TYPE`, `CONTENT_LENGTH`, or `HTTP_` and the
@@ -223,15 +201,6 @@ impl Send {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn percent_decoding_as_unquote_to_bytes() {
-        assert_eq!(&*percent_decode(b"/a%20b"), b"/a b");
-        assert_eq!(&*percent_decode(b"/%e2%82%ac"), "/€".as_bytes());
-        assert_eq!(&*percent_decode(b"/100%"), b"/100%");
-        assert_eq!(&*percent_decode(b"/%zz%4"), b"/%zz%4");
-        assert_eq!(&*percent_decode(b"/%41%"), b"/A%");
-    }
 
     #[test]
     fn environ_keys() {

@@ -1,8 +1,7 @@
 //! The server's TLS configuration: rustls's `ServerConfig` from the command line's files and
 //! choices, every problem one `ConfigError` line naming the flag, the file and the problem.
 
-use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use rustls::crypto::CryptoProvider;
@@ -10,6 +9,7 @@ use rustls::server::{ServerSessionMemoryCache, WebPkiClientVerifier};
 use rustls::version::{TLS12, TLS13};
 use rustls::{RootCertStore, ServerConfig, SupportedProtocolVersion};
 
+use super::error::ConfigError;
 use super::{ciphers, keys};
 
 /// The crypto provider: aws-lc-rs (see the commit that chose it: its RSA-2048 signature is
@@ -57,24 +57,6 @@ pub struct Options {
     /// ALPN protocols offered, in preference order.
     pub alpn: Vec<Vec<u8>>,
 }
-
-/// A configuration that cannot be used: one line naming the flag, the file and the problem.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigError(pub String);
-
-impl ConfigError {
-    pub fn new(flag: &str, path: &Path, problem: impl fmt::Display) -> ConfigError {
-        ConfigError(format!("{flag} {}: {problem}", path.display()))
-    }
-}
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for ConfigError {}
 
 /// A built configuration: rustls's, and the server certificate for the ASGI `tls` extension.
 #[derive(Debug)]

@@ -15,7 +15,7 @@ use rustls::pki_types::pem::{self, PemObject, SectionKind};
 use rustls::pki_types::{CertificateDer, CertificateRevocationListDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use rustls::sign::CertifiedKey;
 
-use super::config::ConfigError;
+use super::error::ConfigError;
 
 fn read(flag: &str, path: &Path) -> Result<Vec<u8>, ConfigError> {
     std::fs::read(path).map_err(|e| ConfigError::new(flag, path, format!("cannot read: {e}")))

@@ -14,10 +14,11 @@
 //!   the flight that completes it.
 //!
 //! `config` builds rustls's configuration from the command line's PEM files; `keys` reads
-//! them; `ciphers` maps OpenSSL cipher names onto rustls's suites.
+//! them; `error` is the one-line error both make; `ciphers` maps OpenSSL cipher names onto rustls's suites.
 
 pub mod ciphers;
 pub mod config;
+pub mod error;
 pub mod keys;
 
 use std::io::{BufRead, Read, Write};
@@ -26,7 +27,8 @@ use std::sync::Arc;
 use rustls::pki_types::CertificateDer;
 use rustls::{ServerConfig, ServerConnection};
 
-pub use config::{build, ClientAuth, Config, ConfigError, Options};
+pub use config::{build, ClientAuth, Config, Options};
+pub use error::ConfigError;
 
 /// Why a session ended badly: for the debug log line, and the fuzz target.
 #[derive(Debug)]

@@ -18,7 +18,7 @@ use pyo3::prelude::*;
 use std::os::fd::IntoRawFd;
 
 use super::super::files::{Answer, Body, RequestView};
-use super::super::h1::{After, Head, Stamp};
+use super::super::proto::h1::{After, Head, Stamp};
 use super::super::server::ServerState;
 use super::HttpConn;
 use crate::reactor::sys::monotonic_ns;

@@ -7,7 +7,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 
 use super::HttpConn;
-use crate::http::h1::Phase;
+use crate::http::proto::h1::Phase;
 
 /// How long a connection half-closed after an error answer reads what its client still sends
 /// before it is closed anyway (as nginx's `lingering_timeout`-like bound).

@@ -39,7 +39,7 @@ use super::native;
 use super::cycle::{self, Cycle};
 use super::request::{self, HeadCopy};
 use super::scope::ConnScope;
-use super::h1::{After, Conn, Event, Phase, Stamp, CONTINUE};
+use super::proto::h1::{After, Conn, Event, Phase, Stamp};
 use super::server::{Interface, ServerState};
 use super::watch::{self, Records};
 use super::websocket::{self, WsState};
@@ -255,7 +255,6 @@ impl HttpConn {
             st.next_cycle += 1;
             st.next_cycle
         };
-        server.in_flight.fetch_add(1, Ordering::Relaxed);
         match server.interface {
             Interface::Asgi if head.websocket && server.ws.is_some() => return websocket::asgi::start(slf, &head, id),
             Interface::Asgi => {
@@ -423,7 +422,6 @@ impl HttpConn {
         let py = slf.py();
         let this = slf.get();
         let server = this.server.get();
-        server.in_flight.fetch_sub(1, Ordering::Relaxed);
         let (cycle, in_process) = {
             let mut st = this.st.borrow_mut(py)?;
             st.since = monotonic_ns();
@@ -468,20 +466,6 @@ impl HttpConn {
         let cb = slf.getattr(intern!(py, "_continue"))?;
         let loop_ = slf.get().loop_(py).cast::<LoopCore>()?;
         LoopCore::call_soon_impl(loop_, &cb, crate::eventloop::handle::Args::None, None).map(|_| ())
-    }
-
-    /// The stamp (`date`, `server`) for a response written now, given to `f` with the state.
-    pub(crate) fn with_stamp<R>(&self, py: Python<'_>, f: impl FnOnce(&mut ConnState, &Stamp<'_>) -> R) -> PyResult<R> {
-        let server = self.server.get();
-        server.with_date(py, |date| -> PyResult<R> {
-            let mut st = self.st.borrow_mut(py)?;
-            Ok(f(&mut st, &Stamp { date, server: server.server_header.as_deref() }))
-        })?
-    }
-
-    /// `100 Continue` before the first body read, if the client waits for it.
-    pub(crate) fn push_continue(st: &mut ConnState) {
-        st.out.extend_from_slice(CONTINUE);
     }
 
     /// The asyncio transport, or `None` once the connection is gone.
@@ -670,7 +654,6 @@ impl HttpConn {
         }
         let cycle = this.st.borrow_mut(py)?.cycle.take();
         if let Some(c) = cycle {
-            this.server.get().in_flight.fetch_sub(1, Ordering::Relaxed);
             cycle::cycle_over(py, c)?;
         }
         // The spare pair refers to the connection: dropped with it, not left to the collector.

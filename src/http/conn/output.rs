@@ -1,18 +1,42 @@
 //! The way out of a connection: response bytes gathered in `out` and written with one send
 //! (at the end of `process`, or at the end of the loop iteration for responses a task
 //! finished), large bodies written from the application's own `bytes`, and the write side's
-//! back-pressure (`write_blocked`, `drained`).
+//! back-pressure (`write_blocked`, `drained`); response heads written under the date stamp
+//! (`write_stamped`).
 
+use pyo3::exceptions::PyValueError;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
 use super::super::cycle;
-use super::HttpConn;
+use super::{ConnState, HttpConn};
+use super::super::proto::h1::{EncodeError, Stamp, CONTINUE};
 use crate::eventloop::core::LoopCore;
 use crate::transport::stream::StreamIO;
 
 impl HttpConn {
+    /// The stamp (`date`, `server`) for a response written now, given to `f` with the state.
+    pub(crate) fn with_stamp<R>(&self, py: Python<'_>, f: impl FnOnce(&mut ConnState, &Stamp<'_>) -> R) -> PyResult<R> {
+        let server = self.server.get();
+        server.with_date(py, |date| -> PyResult<R> {
+            let mut st = self.st.borrow_mut(py)?;
+            Ok(f(&mut st, &Stamp { date, server: server.server_header.as_deref() }))
+        })?
+    }
+
+    /// Write a response head (or a whole answer) under the stamp: the one way a head is
+    /// written for a request (`cycle::write_head`, the WebSocket 101 and its refusals). A field
+    /// the application gave that HTTP/1.1 cannot carry becomes its `ValueError`.
+    pub(crate) fn write_stamped<R>(&self, py: Python<'_>, f: impl FnOnce(&mut ConnState, &Stamp<'_>) -> Result<R, EncodeError>) -> PyResult<R> {
+        self.with_stamp(py, f)?.map_err(|e| PyValueError::new_err(format!("invalid response: {} ({})", e, e.rule())))
+    }
+
+    /// `100 Continue` before the first body read, if the client waits for it.
+    pub(crate) fn push_continue(st: &mut ConnState) {
+        st.out.extend_from_slice(CONTINUE);
+    }
+
     /// Write `out` at the end of this loop iteration (responses finished by tasks).
     pub(crate) fn queue_flush(slf: &Bound<'_, Self>) -> PyResult<()> {
         let py = slf.py();

@@ -14,12 +14,12 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 use pyo3::intern;
 
-use super::{handshake, Phase, WsState};
+use super::{handshake, read, Phase, Read, WsState};
 use crate::http::asgi::{Receive, Send};
 use crate::http::conn::HttpConn;
 use crate::http::cycle::{self, current, ready, ClientDisconnected};
 use crate::http::request::HeadCopy;
-use crate::http::ws;
+use crate::http::proto::ws;
 
 /// Start the application for a WebSocket upgrade request (`head.websocket`): a refused
 /// upgrade gets its 400/426 here; an acceptable one becomes a session in its handshake and the
@@ -100,26 +100,13 @@ fn poll(conn: &Bound<'_, HttpConn>, id: u64) -> PyResult<Next> {
             }
             Phase::Handshake(_) if lost => Next::Disconnect(ws::code::ABNORMAL, String::new()),
             Phase::Handshake(_) => Next::Wait,
-            Phase::Open(c) => loop {
-                match c.poll(&mut st.out) {
-                    // `str` and `bytes` only under the borrow (see `conn`'s invariants).
-                    Ok(ws::Event::Text(s)) => break Next::Text(PyString::new(py, s).unbind()),
-                    Ok(ws::Event::Binary(b)) => break Next::Bytes(PyBytes::new(py, b).unbind()),
-                    Ok(ws::Event::Ping(_)) | Ok(ws::Event::Pong(_)) => {}
-                    Ok(ws::Event::NeedData) if lost => break Next::Disconnect(ws::code::ABNORMAL, String::new()),
-                    Ok(ws::Event::NeedData) => break Next::Wait,
-                    Ok(ws::Event::Close { code, reason }) => {
-                        close = true;
-                        break Next::Disconnect(code.unwrap_or(ws::code::NO_STATUS), reason.to_owned());
-                    }
-                    Ok(ws::Event::Closed) => {
-                        close = true;
-                        break Next::Disconnect(c.close_code().unwrap_or(ws::code::ABNORMAL), String::new());
-                    }
-                    Err(e) => {
-                        close = true;
-                        break Next::Disconnect(e.code(), String::new());
-                    }
+            Phase::Open(c) => match read(c, &mut st.out, lost, |s| Next::Text(PyString::new(py, s).unbind()), |b| Next::Bytes(PyBytes::new(py, b).unbind())) {
+                Read::Message(m) => m,
+                Read::Wait => Next::Wait,
+                Read::Lost => Next::Disconnect(ws::code::ABNORMAL, String::new()),
+                Read::End(code, reason) => {
+                    close = true;
+                    Next::Disconnect(code, reason)
                 }
             },
         };

@@ -11,7 +11,7 @@ use super::{Phase, WsState};
 use crate::http::conn::HttpConn;
 use crate::http::cycle::{self, current, Cycle};
 use crate::http::request::HeadCopy;
-use crate::http::ws;
+use crate::http::proto::ws;
 use crate::reactor::sys::monotonic_ns;
 
 /// Judge the upgrade request of cycle `id` (the cycle is in place): the offers, or `None`
@@ -43,7 +43,7 @@ pub(crate) fn check(conn: &Bound<'_, HttpConn>, head: &HeadCopy, id: u64) -> PyR
 pub(crate) fn refuse(conn: &Bound<'_, HttpConn>, id: u64, status: u16, header: Option<(&[u8], &[u8])>, body: &[u8]) -> PyResult<()> {
     let py = conn.py();
     conn.get().st.borrow_mut(py)?.ws = None;
-    let written = conn.get().with_stamp(py, |st, stamp| -> Result<bool, crate::http::h1::EncodeError> {
+    let written = conn.get().write_stamped(py, |st, stamp| {
         let st = &mut *st;
         let Some(c) = current(st, id) else { return Ok(false) };
         (c.start_seen, c.started, c.status) = (true, true, status);
@@ -59,11 +59,10 @@ pub(crate) fn refuse(conn: &Bound<'_, HttpConn>, id: u64, status: u16, header: O
         st.h1.write_body(&mut st.out, body)?;
         Ok(true)
     })?;
-    match written {
-        Ok(true) => cycle::end(conn, id),
-        Ok(false) => Ok(()),
-        Err(e) => Err(PyValueError::new_err(format!("invalid response: {} ({})", e, e.rule()))),
+    if written {
+        cycle::end(conn, id)?;
     }
+    Ok(())
 }
 
 /// The 101 (the subprotocol chosen, permessage-deflate if agreed, the application's fields),
@@ -76,7 +75,7 @@ pub(crate) fn switch(conn: &Bound<'_, HttpConn>, id: u64, subprotocol: Option<&s
     if subprotocol.is_some_and(|p| p.is_empty() || p.bytes().any(|b| b <= b' ' || b == b',' || b >= 0x7f)) {
         return Err(PyValueError::new_err(format!("the subprotocol is not a token: {subprotocol:?}")));
     }
-    let written = this.with_stamp(py, |st, stamp| -> Result<bool, crate::http::h1::EncodeError> {
+    this.write_stamped(py, |st, stamp| {
         let st = &mut *st;
         let Some(w) = st.ws.as_deref_mut().filter(|w| w.cycle == id) else { return Ok(false) };
         let Phase::Handshake(up) = &w.phase else { return Ok(false) };
@@ -99,8 +98,7 @@ pub(crate) fn switch(conn: &Bound<'_, HttpConn>, id: u64, subprotocol: Option<&s
         }
         st.since = monotonic_ns();
         Ok(true)
-    })?;
-    written.map_err(|e| PyValueError::new_err(format!("invalid response: {} ({})", e, e.rule())))
+    })
 }
 
 /// After the 101: the access log line, the request counted, and close 1001 at once if the

@@ -28,7 +28,7 @@ use pyo3::prelude::*;
 
 use super::conn::{ConnState, HttpConn};
 use super::cycle::{self, current};
-use super::ws;
+use super::proto::ws;
 use crate::reactor::sys::monotonic_ns;
 
 /// How long the peer has to answer our close frame before the TCP connection is closed anyway
@@ -39,6 +39,37 @@ pub(crate) enum Phase {
     /// The upgrade request is with the application: it accepts, or answers with HTTP.
     Handshake(Box<ws::Upgrade>),
     Open(Box<ws::Conn>),
+}
+
+/// What reading an open session gave (`read`).
+pub(crate) enum Read<T> {
+    /// A data message, as the caller's `text`/`binary` made it.
+    Message(T),
+    /// No whole message buffered: wait for bytes.
+    Wait,
+    /// Nothing buffered and the transport is gone.
+    Lost,
+    /// The session ended here: the peer's close (its code and reason), EOF, or a fault.
+    End(u16, String),
+}
+
+/// The next data message of an open session, control frames answered into `out` on the way:
+/// the one read loop of the ASGI `receive`, the native handler's delivery and `drain`.
+/// `text`/`binary` make the message inside the connection's borrow (`str` and `bytes` only:
+/// see `conn`'s invariants).
+pub(crate) fn read<T>(c: &mut ws::Conn, out: &mut Vec<u8>, lost: bool, text: impl FnOnce(&str) -> T, binary: impl FnOnce(&[u8]) -> T) -> Read<T> {
+    loop {
+        match c.poll(out) {
+            Ok(ws::Event::Text(s)) => return Read::Message(text(s)),
+            Ok(ws::Event::Binary(b)) => return Read::Message(binary(b)),
+            Ok(ws::Event::Ping(_)) | Ok(ws::Event::Pong(_)) => {}
+            Ok(ws::Event::NeedData) if lost => return Read::Lost,
+            Ok(ws::Event::NeedData) => return Read::Wait,
+            Ok(ws::Event::Close { code, reason }) => return Read::End(code.unwrap_or(ws::code::NO_STATUS), reason.to_owned()),
+            Ok(ws::Event::Closed) => return Read::End(c.close_code().unwrap_or(ws::code::ABNORMAL), String::new()),
+            Err(e) => return Read::End(e.code(), String::new()),
+        }
+    }
 }
 
 /// One WebSocket session of a connection (see the module docs).
@@ -169,25 +200,14 @@ pub(crate) fn drain(conn: &Bound<'_, HttpConn>) -> PyResult<()> {
         let before = st.out.len();
         let Some(w) = st.ws.as_deref_mut().filter(|w| w.draining()) else { return Ok(()) };
         let Phase::Open(c) = &mut w.phase else { return Ok(()) };
-        let mut finished = None;
-        loop {
-            match c.poll(&mut st.out) {
-                Ok(ws::Event::NeedData) => break,
-                Ok(ws::Event::Close { code, reason }) => {
-                    finished = Some((code.unwrap_or(ws::code::NO_STATUS), reason.to_owned()));
-                    break;
-                }
-                Ok(ws::Event::Closed) => {
-                    finished = Some((c.close_code().unwrap_or(ws::code::ABNORMAL), String::new()));
-                    break;
-                }
-                Err(e) => {
-                    finished = Some((e.code(), String::new()));
-                    break;
-                }
-                Ok(_) => {}
+        let finished = loop {
+            // Data messages are dropped unmade.
+            match read(c, &mut st.out, false, |_| (), |_| ()) {
+                Read::Message(()) => {}
+                Read::Wait | Read::Lost => break None,
+                Read::End(code, reason) => break Some((code, reason)),
             }
-        }
+        };
         if let Some(end) = &finished {
             w.ended.get_or_insert_with(|| end.clone());
         }
@@ -313,7 +333,6 @@ fn end_cycle(conn: &Bound<'_, HttpConn>, id: u64) -> PyResult<()> {
         st.cycle.take()
     };
     if let Some(c) = c {
-        this.server.get().in_flight.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
         cycle::cycle_over(py, c)?;
     }
     Ok(())

@@ -19,12 +19,12 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString};
 use pyo3::{intern, PyTraverseError, PyVisit};
 
-use super::{handshake, Phase, WsState};
+use super::{handshake, read, Phase, Read, WsState};
 use crate::http::conn::HttpConn;
 use crate::http::cycle::{self, ClientDisconnected};
 use crate::http::native::Request;
 use crate::http::request::HeadCopy;
-use crate::http::ws;
+use crate::http::proto::ws;
 
 /// One native WebSocket session, as its handler sees it.
 #[pyclass(module = "ringloop._core", frozen, weakref)]
@@ -116,7 +116,6 @@ pub(crate) fn start(conn: &Bound<'_, HttpConn>, head: &HeadCopy, id: u64) -> PyR
             w.native = Some(ws.clone_ref(py));
         }
     }
-    this.server.get().in_flight.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
     callback(conn, intern!(py, "on_open"), (ws.bind(py),))?;
     HttpConn::queue_flush(conn)?;
     deliver(conn)?;
@@ -148,17 +147,11 @@ pub(crate) fn deliver(conn: &Bound<'_, HttpConn>) -> PyResult<()> {
                 return Ok(());
             }
             let Phase::Open(c) = &mut w.phase else { return Ok(()) };
-            let got = loop {
-                match c.poll(&mut st.out) {
-                    Ok(ws::Event::Text(s)) => break Got::Text(PyString::new(py, s).unbind()),
-                    Ok(ws::Event::Binary(b)) => break Got::Bytes(PyBytes::new(py, b).unbind()),
-                    Ok(ws::Event::Ping(_)) | Ok(ws::Event::Pong(_)) => {}
-                    Ok(ws::Event::NeedData) if lost => break Got::End(ws::code::ABNORMAL, String::new()),
-                    Ok(ws::Event::NeedData) => break Got::Stop,
-                    Ok(ws::Event::Close { code, reason }) => break Got::End(code.unwrap_or(ws::code::NO_STATUS), reason.to_owned()),
-                    Ok(ws::Event::Closed) => break Got::End(c.close_code().unwrap_or(ws::code::ABNORMAL), String::new()),
-                    Err(e) => break Got::End(e.code(), String::new()),
-                }
+            let got = match read(c, &mut st.out, lost, |s| Got::Text(PyString::new(py, s).unbind()), |b| Got::Bytes(PyBytes::new(py, b).unbind())) {
+                Read::Message(m) => m,
+                Read::Wait => Got::Stop,
+                Read::Lost => Got::End(ws::code::ABNORMAL, String::new()),
+                Read::End(code, reason) => Got::End(code, reason),
             };
             if let Got::End(code, reason) = &got {
                 w.ended = Some((*code, reason.clone()));

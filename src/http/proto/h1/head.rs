@@ -20,70 +20,11 @@ use std::mem::MaybeUninit;
 use super::error::Error;
 use super::syntax::{is_host, is_tchar, is_token, list, parse_decimal, trim_ows};
 use super::Limits;
+pub use super::super::head::{Framing, Method, RequestHead, Version};
 
 /// The most header slots a head can use, whatever `Limits::max_headers` says: the slots are a
 /// stack array (32 bytes each), so this bounds the stack the parser takes (8 KiB).
 pub const MAX_HEADERS_CAP: usize = 256;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Version {
-    Http10,
-    Http11,
-}
-
-impl Version {
-    /// `"1.0"` or `"1.1"`, as ASGI's `http_version` has it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Version::Http10 => "1.0",
-            Version::Http11 => "1.1",
-        }
-    }
-}
-
-/// The methods the server treats specially or sees often; the bytes are always in `method()`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Method {
-    Get,
-    Head,
-    Post,
-    Put,
-    Delete,
-    Patch,
-    Options,
-    Connect,
-    Trace,
-    Other,
-}
-
-impl Method {
-    fn of(m: &[u8]) -> Method {
-        // Methods are case-sensitive (RFC 9110 §9.1): `get` is some other method.
-        match m {
-            b"GET" => Method::Get,
-            b"HEAD" => Method::Head,
-            b"POST" => Method::Post,
-            b"PUT" => Method::Put,
-            b"DELETE" => Method::Delete,
-            b"PATCH" => Method::Patch,
-            b"OPTIONS" => Method::Options,
-            b"CONNECT" => Method::Connect,
-            b"TRACE" => Method::Trace,
-            _ => Method::Other,
-        }
-    }
-}
-
-/// How the request body is framed, as the head declared it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Framing {
-    /// No body (no Content-Length and no Transfer-Encoding, or `Content-Length: 0`).
-    None,
-    /// `Content-Length: n`, n > 0.
-    Length(u64),
-    /// `Transfer-Encoding: chunked`.
-    Chunked,
-}
 
 /// A byte range of the head.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -550,6 +491,37 @@ impl<'a> Head<'a> {
     /// The head's bytes as received, request line through the empty line.
     pub fn raw(&self) -> &'a [u8] {
         self.bytes
+    }
+}
+
+/// What h1 hands the layers above: the same view h2 will give.
+impl<'a> RequestHead<'a> for Head<'a> {
+    fn method(&self) -> &'a [u8] {
+        Head::method(self)
+    }
+    fn method_kind(&self) -> Method {
+        Head::method_kind(self)
+    }
+    fn path(&self) -> &'a [u8] {
+        Head::path(self)
+    }
+    fn authority(&self) -> Option<&'a [u8]> {
+        Head::authority(self)
+    }
+    fn query(&self) -> &'a [u8] {
+        Head::query(self)
+    }
+    fn version(&self) -> Version {
+        Head::version(self)
+    }
+    fn headers(&self) -> impl ExactSizeIterator<Item = (&'a [u8], &'a [u8])> + 'a {
+        Head::headers(self)
+    }
+    fn framing(&self) -> Framing {
+        Head::framing(self)
+    }
+    fn upgrade(&self) -> Option<&'a [u8]> {
+        Head::upgrade(self)
     }
 }
 
