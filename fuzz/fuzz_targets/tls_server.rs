@@ -5,7 +5,7 @@
 #![no_main]
 
 #[path = "../../src/tls/mod.rs"]
-#[allow(dead_code)]
+#[allow(dead_code, unused_imports)] // the server's re-exports the target does not use
 mod tls;
 
 use std::sync::{Arc, OnceLock};
