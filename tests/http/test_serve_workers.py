@@ -379,12 +379,16 @@ def test_limit_max_requests_recycles_workers(serve, backend):
             continue
         assert status == 200
         answered.append(int(body))
-    # At most 5 requests per worker: at least 8 workers served the 40.
-    assert len(set(answered)) >= len(answered) // 5
-    assert all(answered.count(pid) <= 5 for pid in set(answered))
+    # A worker stops accepting once it has served its 5, but a connection the kernel had
+    # already given it (the next one of this client, sent the moment the 5th answer came, may
+    # reach the still-armed accept before the stop does) is served, not reset (as uvicorn
+    # serves what it accepted before its limit): so 5, or 6 with this one-at-a-time client.
+    counts = {pid: answered.count(pid) for pid in set(answered)}
+    assert all(n <= 6 for n in counts.values()), counts
+    assert len(counts) >= len(answered) // 6, counts
     # Every worker that served its 5 stops, and the supervisor says so once it reaped it
     # (which may come a moment after the last answer).
-    full = sum(1 for pid in set(answered) if answered.count(pid) == 5)
+    full = sum(1 for n in counts.values() if n >= 5)
     assert full >= 5
     recycled = wait_until(
         lambda: (n := server.log().count(RECYCLED)) >= full and n, 10, f"{full} recycled workers"
