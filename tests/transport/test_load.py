@@ -196,5 +196,7 @@ def test_100k_short_lived_connections(loop, loop_kind):
         f"RSS {base_rss / 2**20:.1f} -> {end_rss / 2**20:.1f} MiB ({grown / 2**20:+.1f} MiB)"
     )
     assert census.total == total and census.live == 0
-    assert end_fds == base_fds, f"fd leak: {base_fds} -> {end_fds}"
+    # A leak shows as more fds at the end; fewer happens when an fd the process held before the
+    # count (a previous test's, closed by its garbage being collected meanwhile) goes away.
+    assert end_fds <= base_fds, f"fd leak: {base_fds} -> {end_fds}"
     assert grown < RSS_BOUND, f"RSS grew by {grown / 2**20:.1f} MiB over {total - warmup}"

@@ -404,14 +404,21 @@ def test_gil_holding_c_call_is_reported_without_a_line_or_with_one(run):
         return nb.blocks
 
     everything = run(main)
+    ours = {_line_of(gil_holder, m) for m in MARKS}
+    # On uvloop the heartbeat sometimes sees the block with no task to name (the C call held
+    # the GIL through the beat that would have): the block must still be reported (its
+    # duration short by at most a beat interval, docs/watch.md).
+    # Every other loop must point at the call or at the task's next await.
+    unplaced_ok = run.backend == "uvloop"
     blocks = [
         b
         for b in everything
-        if (b.line or b.next_await) is not None
-        and (b.line or b.next_await).lineno in {_line_of(gil_holder, m) for m in MARKS}
+        if ((b.line or b.next_await) is not None and (b.line or b.next_await).lineno in ours)
+        or (unplaced_ok and (b.line or b.next_await) is None and b.duration >= 0.9 * BLOCK)
     ]
     assert len(blocks) == 1, "\n\n".join(map(str, everything))
     b = blocks[0]
     expected = {_line_of(gil_holder, "BLOCKS-gil"), _line_of(gil_holder, "NEXT-await")}
-    found = b.line.lineno if b.line is not None else b.next_await.lineno
-    assert found in expected, str(b)
+    if (b.line or b.next_await) is not None:
+        found = b.line.lineno if b.line is not None else b.next_await.lineno
+        assert found in expected, str(b)

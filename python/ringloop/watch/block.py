@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import os
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,6 +22,9 @@ from typing import Any
 from .audit import IoEvent
 from .causes import Cause
 from .stacks import _WATCH_DIR, FrameTuple, format_location
+
+# asyncio's own package: its frames are never the line a report should name for an await.
+_ASYNCIO_DIR = os.path.dirname(asyncio.__file__) + os.sep
 
 
 @dataclass
@@ -186,18 +190,22 @@ def coroutine_name(task: asyncio.Task) -> str:
 
 
 def suspension_point(task: asyncio.Task) -> FrameTuple | None:
-    """Where a task's coroutine chain is suspended now (innermost coroutine frame)."""
+    """Where a task's coroutine chain is suspended now: the innermost coroutine frame outside
+    asyncio's own package (`await asyncio.sleep(0)` suspends in asyncio's `__sleep0`, but the
+    line a user needs is their `await`), else the innermost one."""
     coro = task.get_coro()
-    found = None
+    found = outside = None
     for _ in range(64):
         frame = getattr(coro, "cr_frame", None) or getattr(coro, "gi_frame", None)
         if frame is None:
             break
         found = (frame.f_code.co_filename, frame.f_lineno or 0, frame.f_code.co_name)
+        if not found[0].startswith(_ASYNCIO_DIR):
+            outside = found
         coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
         if coro is None:
             break
-    return found
+    return outside or found
 
 
 def describe_callback(callback: Any, args: tuple = ()) -> str:
