@@ -33,7 +33,7 @@ from .block import (
 )
 from .slice_io import MAX_IO_EVENTS, record_io
 from .slices import HIST_FLOOR_NS
-from .stacks import _WATCH_DIR, blamed_frame, format_location, summaries
+from .stacks import blamed_frame, format_location, summaries
 from .watchdog import get_watchdog, read_busy_ns
 
 logger = logging.getLogger("ringloop.watch")
@@ -303,10 +303,6 @@ class LoopMonitor:
         elif handle is not None:
             b.callback = describe_callback(handle._callback, getattr(handle, "_args", None) or ())
         b.io_events = list(io)
-        # A sample wholly inside the watch's own code (its end-of-slice bookkeeping, which a
-        # late sampler can catch when a C call held the GIL through the block) names nothing
-        # the application did.
-        samples = [s for s in samples if not all(ft[0].startswith(_WATCH_DIR) for ft in s[0])]
         if samples:
             locs = Counter()
             last_for: dict = {}
