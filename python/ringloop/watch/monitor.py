@@ -384,10 +384,12 @@ def _kind(
     b: Block, samples: list, duration_ns: int, arm_ns: int, app_frac: float | None = None
 ) -> str:
     """The kind of the application's own time: the I/O its line did, else `cpu` or `wait`."""
-    if app_frac is not None:
-        b_frac = app_frac
-    else:
-        b_frac = b.cpu_fraction
+    # The application's own CPU fraction (the other causes' time taken out) tells a wait from
+    # a spin in a slice that also held a collection; but its baseline can be read late, and a
+    # 60 ms sleep then came out at 0.35. The sampler's fraction over the whole slice is never
+    # above the truth for a wait, so the lower of the two decides.
+    fracs = [f for f in (app_frac, b.cpu_fraction) if f is not None]
+    b_frac = min(fracs) if fracs else None
     if b.io_events:
         io_kind = Counter(e.kind for e in b.io_events).most_common(1)[0][0]
         if b_frac is None or b.line is None:
