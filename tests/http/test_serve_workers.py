@@ -261,31 +261,40 @@ def skip_without(backend: str) -> None:
         pytest.skip("the kernel refuses io_uring")
 
 
-@pytest.mark.parametrize("backend", ["epoll", "io_uring"])
-@pytest.mark.parametrize("mode", ["keep-alive", "close"])
-def test_sighup_rolling_restart_under_wrk_fails_no_request(
-    serve, tmp_path, wrk_runs, mode, backend
-):
+def two_workers_under_wrk(serve, tmp_path, wrk_runs, backend, *flags: str, close: bool = False):
+    """Two counting workers with `flags` on `backend`, and wrk's 64 connections on them:
+    (server, counts, the workers' pids, wrk, port)."""
     skip_without(backend)
     port = free_port()
     env, counts = counting_env(tmp_path)
     server = serve(
         "serve_apps:app",
-        *("--port", str(port), "--workers", "2", "--no-access-log", *DRAIN),
+        *("--port", str(port), "--workers", "2", "--no-access-log", *DRAIN, *flags),
         *("--loop-backend", backend),
         env=env,
     )
-    old = set(server.wait_serving(2))
+    pids = set(server.wait_serving(2))
     wrk = start_wrk(
         f"http://{HOST}:{port}/",
         tmp_path,
         connections=LOAD_CONNECTIONS,
         duration=10,
         stop_after=8,
-        close=mode == "close",
+        close=close,
         timeout=SLOW,
     )
     wrk_runs.append(wrk)
+    return server, counts, pids, wrk, port
+
+
+@pytest.mark.parametrize("backend", ["epoll", "io_uring"])
+@pytest.mark.parametrize("mode", ["keep-alive", "close"])
+def test_sighup_rolling_restart_under_wrk_fails_no_request(
+    serve, tmp_path, wrk_runs, mode, backend
+):
+    server, counts, old, wrk, port = two_workers_under_wrk(
+        serve, tmp_path, wrk_runs, backend, close=mode == "close"
+    )
     wait_for_load(counts, old)
     with ConnectProber(port) as prober:
         server.send(signal.SIGHUP)
@@ -401,26 +410,9 @@ def test_limit_max_requests_recycles_workers(serve, backend):
 def replaced_under_wrk(serve, tmp_path, wrk_runs, backend, *flags: str) -> str:
     """Two workers run with `flags` under 64 keep-alive connections until both first
     workers are gone; asserts that wrk saw no error and no request was lost; the log."""
-    skip_without(backend)
-    port = free_port()
-    env, counts = counting_env(tmp_path)
-    server = serve(
-        "serve_apps:app",
-        *("--port", str(port), "--workers", "2", "--no-access-log", *DRAIN, *flags),
-        *("--loop-backend", backend),
-        env=env,
+    server, counts, first, wrk, _ = two_workers_under_wrk(
+        serve, tmp_path, wrk_runs, backend, *flags
     )
-    first = set(server.wait_serving(2))
-    wrk = start_wrk(
-        f"http://{HOST}:{port}/",
-        tmp_path,
-        connections=LOAD_CONNECTIONS,
-        duration=10,
-        stop_after=8,
-        close=False,
-        timeout=SLOW,
-    )
-    wrk_runs.append(wrk)
     wait_until(lambda: not any(alive(p) for p in first), 30, "both first workers replaced")
     assert wrk.poll() is None, "wrk ended before the replacements did: nothing was tested"
     report = wrk_report(wrk)
