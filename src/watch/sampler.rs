@@ -262,15 +262,36 @@ fn running(tid: i32) -> Option<bool> {
     state_is_running(&stat)
 }
 
-/// Time thread `tid` of this process has spent on a CPU plus waiting for one (its
-/// `schedstat`), in ns; `None` where the kernel does not keep it. Read natively so that a
-/// watch reading it on the loop thread raises no audit event (an `open` would look like the
-/// slice's own I/O).
+/// Time thread `tid` of this process has spent on a CPU plus waiting for one, in ns; `None`
+/// where the kernel does not keep `schedstat`. Read natively so that a watch reading it on the
+/// loop thread raises no audit event (an `open` would look like the slice's own I/O).
+///
+/// The time on a CPU is the thread's CPU clock, not `schedstat`'s first field: the kernel
+/// updates that sum only when the thread is descheduled or a tick lands on its CPU, and a
+/// thread read from another one while it ran a 300 ms C call was seen 70 ms behind.
 #[pyo3::pyfunction]
 pub fn thread_busy_ns(tid: i32) -> Option<u64> {
     let text = std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat")).ok()?;
     let mut fields = text.split_ascii_whitespace().map(|f| f.parse::<u64>().ok());
-    Some(fields.next()?? + fields.next()??)
+    let stale_cpu = fields.next()??;
+    let delay = fields.next()??;
+    Some(thread_cpu_ns(tid).unwrap_or(stale_cpu) + delay)
+}
+
+/// Thread `tid`'s CPU clock, in ns: `MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED)`, the clock id
+/// `pthread_getcpuclockid` returns, built from the kernel's thread id.
+fn thread_cpu_ns(tid: i32) -> Option<u64> {
+    if tid <= 0 {
+        return None;
+    }
+    let clock = ((!tid) << 3) | 6;
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid, writable timespec for the duration of the call; an unknown
+    // clock id is reported as an error, not undefined behaviour.
+    if unsafe { libc::clock_gettime(clock as libc::clockid_t, &mut ts) } != 0 {
+        return None;
+    }
+    Some(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
 }
 
 /// Thread `tid`'s cumulative run delay (ns runnable but waiting for a CPU), from `schedstat`.
@@ -405,6 +426,34 @@ mod tests {
         let t = std::time::Instant::now();
         while t.elapsed() < Duration::from_millis(20) {}
         assert!(thread_busy_ns(me).unwrap() >= before + 10_000_000);
+    }
+
+    #[test]
+    fn busy_time_of_a_running_thread_read_from_another_is_current() {
+        // The spinner never blocks, so `schedstat`'s sum would lag behind it by whatever the
+        // kernel has not yet folded in; the reading must count every ns the spinner has seen.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop2 = stop.clone();
+        let spinner = std::thread::spawn(move || {
+            // SAFETY: gettid has no preconditions.
+            let me = unsafe { libc::gettid() };
+            let mut told = false;
+            while !stop2.load(Ordering::Relaxed) {
+                let own = thread_cpu_ns(me).unwrap();
+                if !told && own >= 100_000_000 {
+                    tx.send((me, own)).unwrap();
+                    told = true;
+                }
+            }
+        });
+        let (tid, own) = rx.recv().unwrap();
+        let busy = thread_busy_ns(tid);
+        stop.store(true, Ordering::Relaxed);
+        spinner.join().unwrap();
+        if let Some(busy) = busy {
+            assert!(busy >= own, "busy {busy} ns < the {own} ns the spinner had already seen");
+        }
     }
 
     #[test]

@@ -200,12 +200,6 @@ def test_gil_held_by_another_thread(run):
 
 
 def test_gc_and_cpu_in_one_slice(run):
-    if run.backend == "ringloop":
-        # Seen failing 2 runs in 3 on an idle machine once merged: the spin after the
-        # collection is sometimes called `wait` (the same split as the next test). Issue 23.
-        pytest.xfail(
-            "ringloop: the spin after a collection in the same slice is sometimes called wait"
-        )
     own = {}
 
     async def main():
@@ -233,13 +227,6 @@ def test_gc_and_cpu_in_one_slice(run):
 
 
 def test_gc_and_a_wait_in_one_slice(run):
-    if run.backend == "ringloop":
-        # Seen failing 2 runs in 6 on an idle machine: the 80 ms sleep before the collection
-        # is sometimes called `cpu`, not `wait` (the application's CPU fraction in a slice that
-        # also holds a collection). Issue 23 is open on this.
-        pytest.xfail(
-            "ringloop: the wait before a collection in the same slice is sometimes called cpu"
-        )
     own = {}
 
     async def main():

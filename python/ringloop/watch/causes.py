@@ -78,7 +78,13 @@ def _read(path: str) -> bytes | None:
 
 
 def schedstat(native_id: int | None) -> tuple[int, int] | None:
-    """(ns on a CPU, ns runnable waiting for one) of thread ``native_id`` of this process."""
+    """(ns on a CPU, ns runnable waiting for one) of thread ``native_id`` of this process.
+
+    The time on a CPU comes from the thread's CPU clock, not from ``schedstat``: the kernel
+    brings ``schedstat``'s sum up to date only when the thread is descheduled or a tick lands
+    on its CPU, and a thread read from another one while it runs a long C call (a 300 ms
+    collection) was seen 70 ms behind, which turned a spin after the collection into a wait.
+    The clock asks the scheduler for the running total."""
     if native_id is None:
         return None
     raw = _read(f"/proc/self/task/{native_id}/schedstat")
@@ -86,7 +92,8 @@ def schedstat(native_id: int | None) -> tuple[int, int] | None:
         return None
     try:
         cpu, delay = raw.split()[:2]
-        return int(cpu), int(delay)
+        now = thread_cpu(native_id)
+        return (int(cpu) if now is None else now), int(delay)
     except ValueError:
         return None
 
@@ -194,7 +201,18 @@ class Snapshot:
 
     @classmethod
     def take(cls, native_id: int | None) -> Snapshot:
-        return cls(time.monotonic_ns(), schedstat(native_id), throttling())
+        # The /proc and cgroup reads give the GIL up; a watchdog taking the baseline may then
+        # wait for it as long as the loop thread's C call lasts (a 300 ms collection). The
+        # time and the CPU clock are read last, together, with the GIL held: a moment stamped
+        # before that wait made a spin after the collection look like a 60 ms wait.
+        throttle = throttling()
+        sched = schedstat(native_id)
+        t_ns = time.monotonic_ns()
+        if sched is not None:
+            cpu = thread_cpu(native_id)
+            if cpu is not None:
+                sched = (cpu, sched[1])
+        return cls(t_ns, sched, throttle)
 
 
 # -- CPU clocks of Python threads (the watchdog's cheap baseline) -----------------------------
@@ -445,7 +463,9 @@ def breakdown(ev: Evidence) -> tuple[list[Cause], int | None]:
             # Extrapolate over the slice's head when the baseline came after the start (see
             # the module docs); one taken before it covers the slice whole.
             scale = 1.0 if b.t_ns <= start else (dur - gc_ns) / measured
-            cpu = max(0, e.sched[0] - b.sched[0])
+            # The end reading comes a little after the slice (the loop thread running the
+            # watch): that tail is CPU time that is not the slice's.
+            cpu = max(0, e.sched[0] - b.sched[0] - max(0, e.t_ns - end))
             # Run delay of the sampler's own signals: they wake a sleeping loop thread, which
             # then waits for a CPU only to run the handler (ringloop's native sampler).
             delay = max(0, e.sched[1] - b.sched[1] - ev.signal_delay_ns)

@@ -129,26 +129,50 @@ class LoopMonitor:
         self.backend.retune(thr)
 
     # -- slices --------------------------------------------------------------------------
+    def end_readings(self, duration_ns: int) -> tuple[int | None, causes.Snapshot | None]:
+        """The loop thread's busy clock and, for a block, the OS counters, read as the slice
+        ends: a backend that has work of its own to do first (turning 256 native samples into
+        frames took 10 ms) reads them before it and hands them to `slice_ended`."""
+        cpu_end = read_busy_ns(self.state.cpu_clock)
+        snap = None
+        # Slices between the histogram's floor (1 ms) and every consumer's threshold come
+        # here too, for the metrics only: the OS counters are read for blocks alone.
+        if self.consumers and duration_ns >= min(c.threshold_ns for c in self.consumers):
+            _tls.reporting = True  # the watch's own reads of /proc are not the slice's I/O
+            try:
+                snap = causes.Snapshot.take(self.state.native_id)
+            finally:
+                _tls.reporting = False
+        return cpu_end, snap
+
     def slice_ended(
-        self, handle: Any, start_ns: int, end_ns: int, task: Any = None, seq: int | None = None
+        self,
+        handle: Any,
+        start_ns: int,
+        end_ns: int,
+        task: Any = None,
+        seq: int | None = None,
+        readings: tuple[int | None, causes.Snapshot | None] | None = None,
     ) -> None:
         """Called on the loop thread right after a slice that was long or did audited I/O.
 
-        ``seq`` names the slice when it is not the latest one (native strict-mode flush)."""
+        ``seq`` names the slice when it is not the latest one (native strict-mode flush);
+        ``readings`` are `end_readings` taken when the slice ended, if the caller took them."""
         # How busy the loop thread was, read before reporting work (reading source files,
         # formatting stacks) adds time that is not the slice's.
-        cpu_end = read_busy_ns(self.state.cpu_clock)
+        cpu_end, snap = readings if readings is not None else self.end_readings(end_ns - start_ns)
         try:
-            # Slices between the histogram's floor (1 ms) and every consumer's threshold come
-            # here too, for the metrics only: the OS counters are read for blocks alone.
-            if self.consumers and end_ns - start_ns >= min(c.threshold_ns for c in self.consumers):
-                self._evidence = self._gather(start_ns, end_ns, seq)
+            if snap is not None:
+                self._evidence = self._gather(start_ns, end_ns, seq, snap)
             self._slice_ended(handle, start_ns, end_ns, task, seq, cpu_end)
         except Exception:  # never let reporting break the loop
             logger.exception("ringloop.watch: failed to report a slow slice")
 
-    def _gather(self, start_ns: int, end_ns: int, seq: int | None) -> causes.Evidence:
-        """The OS counters now, with the watchdog's baseline of slice `seq` (causes.py)."""
+    def _gather(
+        self, start_ns: int, end_ns: int, seq: int | None, end: causes.Snapshot | None = None
+    ) -> causes.Evidence:
+        """The OS counters at the end (``end``, else now), with the watchdog's baseline of
+        slice `seq` (causes.py)."""
         st = self.state
         if seq is None:
             seq = st.seq
@@ -159,7 +183,7 @@ class LoopMonitor:
             if base is not None and base[0] == seq:
                 ev.base = base[1]
                 st.base = None
-            ev.end = causes.Snapshot.take(st.native_id)
+            ev.end = end if end is not None else causes.Snapshot.take(st.native_id)
             # Under a quota the watchdog may itself be throttled for up to a period (100 ms by
             # default) before the slice began: a reading that old still frames it.
             ev.pre, ev.max_gap_ns = list(st.pre), st.arm_ns + 100_000_000

@@ -113,12 +113,14 @@ class NativeBackend:
         st = self.state
         st.count += 1
         st.total_ns += duration_ns
+        # Read the clocks first: adopting the native samples below is the watch's own work.
+        readings = self.monitor.end_readings(duration_ns)
         if self._native_sampler:
             self._adopt_native_samples(self.loop._slice_seq)
             st.signal_delay_ns = self.loop._native_signal_delay(self.loop._slice_seq)
         if getattr(self.loop, "_native_audit", False):
             record_buffered(st, self.loop._slice_audit_events())
-        st.on_slow(handle, start_ns, start_ns + duration_ns)
+        self.monitor.slice_ended(handle, start_ns, start_ns + duration_ns, readings=readings)
 
     def _adopt_native_samples(self, seq: int) -> None:
         native = self.loop._native_samples(seq)
