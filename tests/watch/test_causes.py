@@ -19,7 +19,7 @@ import uuid
 import causes_scenarios as sc
 import pytest
 from ringloop.server.watching import format_block
-from ringloop.watch import no_blocking, otel
+from ringloop.watch import BlockingError, no_blocking, otel
 from ringloop.watch.metrics import metrics
 
 TOL = 0.2
@@ -109,6 +109,60 @@ def test_starvation_by_a_hog_on_the_loops_core(run):
         assert "waiting for a CPU" in str(b)
 
 
+def test_a_block_the_machine_made_is_logged_not_raised(run):
+    """A test must not fail because its machine was busy: a block that is the loop thread
+    waiting for a CPU raises only in a scope that asks for it (``blame_machine``)."""
+    seen = {}
+
+    async def main():
+        with sc.hogs_on_my_cpu(2):
+            for _ in range(100):  # until the two hogs stretch a 2 ms spin past the threshold
+                default_raised, all_raised = [], []
+                try:
+                    async with no_blocking(sc.THRESHOLD, blame_machine=True) as everything:
+                        try:
+                            async with no_blocking(sc.THRESHOLD):
+                                await asyncio.sleep(0)
+                                sc.spin_cpu(0.002)
+                                await asyncio.sleep(0)
+                        except BlockingError as err:
+                            default_raised = err.blocks
+                except BlockingError as err:
+                    all_raised = err.blocks
+                # Whatever the default scope raised, the application was to blame for.
+                assert all(b.blames_the_application() for b in default_raised), default_raised
+                machine_made = [b for b in everything.blocks if not b.blames_the_application()]
+                if machine_made:
+                    seen.update(machine=machine_made, default=default_raised, all=all_raised)
+                    return
+        pytest.fail("two hogs on the loop's CPU never stretched a 2 ms spin past 10 ms")
+
+    run(main)
+    b = seen["machine"][0]
+    assert b.machine_time() > 0, str(b)
+    assert b.start_ns in {x.start_ns for x in seen["all"]}, "blame_machine raises it"
+    assert b.start_ns not in {x.start_ns for x in seen["default"]}, "the default does not"
+
+
+def test_blame_follows_the_application_share():
+    from ringloop.watch.block import Block
+    from ringloop.watch.causes import Cause
+
+    def block(**shares):
+        b = Block(duration=sum(shares.values()), threshold=0.01, start=0.0, kind="x")
+        b.causes = [Cause(k, v, application=k == "cpu") for k, v in shares.items()]
+        return b
+
+    assert not block(starved=0.03, cpu=0.002).blames_the_application()
+    assert not block(throttled=0.2, cpu=0.009).blames_the_application()
+    assert block(starved=0.03, cpu=0.011).blames_the_application()
+    assert block(gc=0.02).blames_the_application()  # a collection is the application's
+    assert block(gil=0.02).blames_the_application()  # so is a thread of its own
+    strict = block(starved=0.002)
+    strict.strict = True  # audited blocking I/O in strict mode is always the application's
+    assert strict.blames_the_application()
+
+
 # -- throttling (cgroup v1 cpu controller with a quota) ------------------------------------------
 
 CPU_CG = "/sys/fs/cgroup/cpu"
@@ -123,7 +177,9 @@ def _throttle_skip() -> str | None:
 
 
 @pytest.mark.xfail(
-    reason="not reliable yet: the throttled share misses by more than its tolerance in about 1 run in 3 (a CFS period's chunk booked outside the scenario's own readings); issue 23 is open on it",
+    reason="not reliable yet (issue 23): under load, about 1 run in 4 either books a CFS "
+    "period's chunk (100 ms) outside the scenario's own readings on top of the one the "
+    "tolerance allows, or reports the child's stall as starvation without a throttled share",
     strict=False,
 )
 def test_throttling_by_the_cgroup_quota(run):
@@ -156,8 +212,11 @@ def test_throttling_by_the_cgroup_quota(run):
     assert b["kind"] == "throttled", b["report"]
     got = sum(c["seconds"] for c in b["causes"] if c["cause"] == "throttled")
     # Throttling comes in chunks of up to a period (100 ms): the scenario's own readings, taken
-    # inside the slice, miss one that falls between the slice's start or end and them.
-    assert abs(got - want) <= max(TOL * want, 0.1) + SLACK, f"{got} vs {want}\n{b['report']}"
+    # inside the slice, miss one that falls between the slice's start or end and them. On
+    # uvloop the slice's start is the heartbeat's (the beat that did not come), so a period
+    # throttled just before the task resumed is in the block too: one period more.
+    chunks = 0.2 if run.backend == "uvloop" else 0.1
+    assert abs(got - want) <= max(TOL * want, chunks) + SLACK, f"{got} vs {want}\n{b['report']}"
     assert "throttled by the cgroup's CPU quota" in b["report"]
     assert "no application line is to blame" in b["report"]
 
@@ -166,7 +225,9 @@ def test_throttling_by_the_cgroup_quota(run):
 
 
 @pytest.mark.xfail(
-    reason="not reliable yet: the GIL holder is missed in some runs (a holder seen only from the watchdog's first late wake-up); issue 23 is open on it",
+    reason="not reliable yet (issue 23): in about 1 run in 8 the GIL wait goes unseen (the "
+    "watchdog, woken after the holder let go, finds the window already closed) or starts at "
+    "the watchdog's first due wake, not at the slice's start",
     strict=False,
 )
 def test_gil_held_by_another_thread(run):
@@ -252,9 +313,9 @@ def test_gc_and_a_wait_in_one_slice(run):
 
 
 @pytest.mark.xfail(
-    reason="issue 23 not met yet here: on a machine at load ~20 the run delay left after a "
-    "collection's own (read at its start and stop) comes out up to ~100 ms above the "
-    "scenario's own measure of its spin",
+    reason="not reliable yet (issue 23): under hogs the watchdog's baseline comes 10-25 ms "
+    "into the slice and the run delay of that head is extrapolated; it comes out up to 30 ms "
+    "above the scenario's own measure (which covers only the spin)",
     strict=False,
 )
 def test_starvation_and_gc_in_one_slice(run):

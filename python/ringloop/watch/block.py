@@ -23,6 +23,9 @@ from .audit import IoEvent
 from .causes import Cause
 from .stacks import _WATCH_DIR, FrameTuple, format_location
 
+# Causes that belong to the machine, not to the application (see `Block.machine_time`).
+MACHINE_CAUSES = ("starved", "throttled")
+
 # asyncio's own package: its frames are never the line a report should name for an await.
 _ASYNCIO_DIR = os.path.dirname(asyncio.__file__) + os.sep
 
@@ -90,6 +93,18 @@ class Block:
         if not self.causes:
             return self.duration
         return sum(c.seconds for c in self.causes if c.application)
+
+    def machine_time(self) -> float:
+        """Seconds of the block the machine took: waiting for a CPU (``starved``) or for the
+        cgroup's CPU quota (``throttled``). No line of the application can shorten them."""
+        return sum(c.seconds for c in self.causes if c.cause in MACHINE_CAUSES)
+
+    def blames_the_application(self) -> bool:
+        """Whether the block is the application's doing: with the machine's share taken out it
+        still reaches the threshold (or, in strict mode, it did audited blocking I/O)."""
+        if self.strict:
+            return True
+        return self.duration - self.machine_time() >= self.threshold
 
     def to_json(self, **kwargs: Any) -> str:
         return json.dumps(self.to_dict(), **kwargs)

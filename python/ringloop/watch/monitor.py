@@ -192,15 +192,12 @@ class LoopMonitor:
             st.gil_windows = []
             wd = get_watchdog()
             c = st.clocks
-            if (
-                c is not None
-                and c.t_ns <= wd.due_ns
-                and start_ns < wd.due_ns
-                and wd.woke_ns < wd.due_ns < end_ns
-            ):
-                # The watchdog has been waiting for the GIL since it was due: a window still open.
+            due = max(wd.due_ns, c.t_ns) if c is not None else 0
+            if c is not None and start_ns < due and wd.woke_ns < wd.due_ns and due < end_ns:
+                # The watchdog has been waiting for the GIL since it was due (or since the
+                # baseline, if that came later): a window still open.
                 now = causes.Clocks.take(st.native_id, wd.native_id)
-                ev.gil.append(causes.GilWindow(st.clocks, now, wd.due_ns))
+                ev.gil.append(causes.GilWindow(c, now, due))
             return ev
         finally:
             _tls.reporting = False

@@ -44,6 +44,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="fail async tests whose event loop is blocked longer than THRESHOLD seconds",
     )
     parser.addini("ringloop_blocking", "default for --ringloop-blocking (seconds)", default="")
+    group.addoption(
+        "--ringloop-blame-machine",
+        dest="ringloop_blame_machine",
+        action="store_true",
+        default=None,
+        help="fail also on blocks the machine made (the loop thread waiting for a CPU or for "
+        "the cgroup's CPU quota); by default they are logged, not failed",
+    )
+    parser.addini(
+        "ringloop_blame_machine", "default for --ringloop-blame-machine", type="bool", default=False
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -71,8 +82,13 @@ def _scope_for(item: pytest.Item) -> _no_blocking | None:
         return _no_blocking(*marker.args, **marker.kwargs)
     threshold = _threshold_option(item.config)
     if threshold is not None and item.get_closest_marker("allow_blocking") is None:
-        return _no_blocking(threshold)
+        return _no_blocking(threshold, blame_machine=_blame_machine(item.config))
     return None
+
+
+def _blame_machine(config: pytest.Config) -> bool:
+    value = config.getoption("ringloop_blame_machine", None)
+    return bool(config.getini("ringloop_blame_machine")) if value is None else value
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)

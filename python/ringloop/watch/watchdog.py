@@ -90,6 +90,9 @@ class Watchdog:
             state.native_id = getattr(thread, "native_id", None)
             self._states = [*self._states, state]
             self._ensure_thread()
+            # The GIL analysis' baseline, now: a slice that starts a GIL holder right away
+            # keeps the watchdog from taking one before its wait (causes._gil needs it).
+            state.clocks = Clocks.take(state.native_id, self.native_id)
         self.set_ns = time.monotonic_ns()
         self._wake.set()  # re-plan the sleep with the new state's arming time
 
@@ -137,9 +140,11 @@ class Watchdog:
     def _late(self, st: SliceState) -> None:
         """This wake came late: record the window for the GIL analysis of the slice."""
         before = st.clocks
-        if before is None or st.start_ns == 0 or before.t_ns > self.due_ns:
+        if before is None or st.start_ns == 0:
             return
-        w = GilWindow(before, Clocks.take(st.native_id, self.native_id), self.due_ns)
+        # A baseline taken after the wake was due (a state added since) opens the window.
+        due = max(self.due_ns, before.t_ns)
+        w = GilWindow(before, Clocks.take(st.native_id, self.native_id), due)
         st.gil_windows = [*st.gil_windows[-7:], w]
 
     def _visit(self, st: SliceState, now: int) -> int:
