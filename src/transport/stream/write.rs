@@ -122,7 +122,7 @@ impl StreamIO {
             st.armed = true;
         }
         let cb = slf.getattr(intern!(py, "_on_writable"))?;
-        LoopCore::set_fd_callback_raw(this.loop_.bind(py), this.fd, &cb, true)
+        LoopCore::set_fd_callback_raw(this.loop_.bind(py), this.fd, &cb, true, this.context(py)?)
     }
 
     fn disarm_writer(slf: &Bound<'_, Self>) -> PyResult<()> {
@@ -406,7 +406,13 @@ enum AfterSend {
 
 impl FlushAtEnd for StreamIO {
     fn flush_at_end(slf: &Bound<'_, Self>) -> PyResult<()> {
-        StreamIO::flush(slf)
+        // Outside any handle (the end of the iteration): what the flush calls back
+        // (`resume_writing`, `connection_lost`) runs in the protocol's context, as from the
+        // writer callback.
+        match slf.get().context(slf.py())? {
+            None => StreamIO::flush(slf),
+            Some(ctx) => crate::eventloop::handle::in_context(slf.py(), &ctx, || StreamIO::flush(slf)),
+        }
     }
 }
 
