@@ -428,11 +428,30 @@ impl StreamIO {
         Self::write_one(slf, data)
     }
 
-    /// Every chunk is checked first (like asyncio's `b"".join`, a bad item sends nothing),
-    /// then queued in order; they leave together with one `sendmsg`.
+    /// Every chunk is checked first (like asyncio's list of memoryviews, a bad item sends
+    /// nothing), then queued in order; they leave together with one `sendmsg`. As asyncio's:
+    /// an empty or `None` argument is a no-op, and from 3.14 a falsy item is skipped
+    /// (gh-155888: an empty chunk could never drain).
     fn writelines(slf: &Bound<'_, Self>, list_of_data: &Bound<'_, PyAny>) -> PyResult<()> {
         let py = slf.py();
-        let items: Vec<Bound<'_, PyAny>> = list_of_data.try_iter()?.collect::<PyResult<_>>()?;
+        if !list_of_data.is_truthy()? {
+            let st = slf.get().st.borrow(py)?;
+            if st.eof {
+                return Err(PyRuntimeError::new_err("Cannot call writelines() after write_eof()"));
+            }
+            if st.sendfile_busy {
+                return Err(PyRuntimeError::new_err("unable to writelines; sendfile is in progress"));
+            }
+            return Ok(());
+        }
+        let skip_falsy = py.version_info() >= (3, 14);
+        let mut items: Vec<Bound<'_, PyAny>> = Vec::new();
+        for item in list_of_data.try_iter()? {
+            let item = item?;
+            if !(skip_falsy && !item.is_truthy()?) {
+                items.push(item);
+            }
+        }
         for item in &items {
             check_bytes_like(item)?;
         }
