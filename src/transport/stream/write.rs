@@ -429,12 +429,13 @@ impl StreamIO {
     }
 
     /// Every chunk is checked first (like asyncio's list of memoryviews, a bad item sends
-    /// nothing), then queued in order; they leave together with one `sendmsg`. As asyncio's:
-    /// an empty or `None` argument is a no-op, and from 3.14 a falsy item is skipped
-    /// (gh-155888: an empty chunk could never drain).
+    /// nothing), then queued in order; they leave together with one `sendmsg`. As asyncio's
+    /// on the running Python: from 3.12 an empty or `None` argument is a no-op (3.11's
+    /// `b"".join` refuses `None`), and from 3.14 a falsy item is skipped (gh-155888: an empty
+    /// chunk could never drain).
     fn writelines(slf: &Bound<'_, Self>, list_of_data: &Bound<'_, PyAny>) -> PyResult<()> {
         let py = slf.py();
-        if !list_of_data.is_truthy()? {
+        if py.version_info() >= (3, 12) && !list_of_data.is_truthy()? {
             let st = slf.get().st.borrow(py)?;
             if st.eof {
                 return Err(PyRuntimeError::new_err("Cannot call writelines() after write_eof()"));
