@@ -449,7 +449,7 @@ impl StreamIO {
         let mut items: Vec<Bound<'_, PyAny>> = Vec::new();
         for item in list_of_data.try_iter()? {
             let item = item?;
-            if !(skip_falsy && !item.is_truthy()?) {
+            if !skip_falsy || item.is_truthy()? {
                 items.push(item);
             }
         }
