@@ -13,10 +13,10 @@ import sys
 
 import pytest
 
-pytestmark = pytest.mark.skip_kinds(
-    *(("asyncio",) if sys.version_info < (3, 15) else ()),
-    reason="stock asyncio's transport factories take context= from 3.15",
-)
+if sys.version_info < (3, 15):
+    pytestmark = pytest.mark.skip_kinds(
+        "asyncio", reason="stock asyncio's transport factories take context= from 3.15"
+    )
 
 var = contextvars.ContextVar("var", default="unset")
 
