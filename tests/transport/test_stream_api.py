@@ -157,6 +157,16 @@ def test_writelines_of_nothing_is_a_no_op(loop, family):
 def test_write_rejects_non_bytes(loop, family, bad, type_name):
     # The oracle is stock asyncio on the running Python: its message moved in 3.14, and its
     # writelines() skips a falsy item such as None there. ringloop does the same on each.
+    if (
+        sys.version_info >= (3, 15)
+        and bad is not None
+        and isinstance(loop, asyncio.SelectorEventLoop)
+    ):
+        pytest.xfail(
+            "CPython 3.15's writelines buffers the items before a bad one, then raises: they"
+            " stay queued with no writer registered (a reference defect; ringloop keeps"
+            " writelines all or nothing)"
+        )
     message, writelines_raises = _stock_rejection(bad)
     assert f"not {type_name!r}" in message
 
