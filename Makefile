@@ -101,7 +101,8 @@ test-py314: ## pytest on CPython 3.14 in a Debian sid chroot (made on first use,
 # transport, server and watch suites is issue 21's open part.
 PY314_CI_TESTS := tests/loop/test_install.py tests/loop/test_task_introspection.py \
 	tests/loop/test_sockops_extra.py tests/loop/test_pipes_subprocess.py \
-	tests/transport/test_stream_api.py tests/http/test_app_tasks.py tests/server/test_server_wsgi.py
+	tests/transport/test_stream_api.py tests/transport/test_stream_context.py \
+	tests/http/test_app_tasks.py tests/server/test_server_wsgi.py
 test-py314-ci:
 	$(SID_BUILD) $(SID) run --python 3.14 -- bash scripts/sid-suite.sh $(PY314_CI_TESTS)
 

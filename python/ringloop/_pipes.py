@@ -50,10 +50,19 @@ class PipesMixin:
 
     # -- the selector loop's internal fd registration, as asyncio's transports call it -------
 
-    _add_reader = _core.LoopCore.add_reader
     _remove_reader = _core.LoopCore.remove_reader
-    _add_writer = _core.LoopCore.add_writer
     _remove_writer = _core.LoopCore.remove_writer
+
+    # 3.15's transports pass the protocol's `context=` (None for those made without one).
+    def _add_reader(self, fd, callback, *args, context=None):
+        if context is None:
+            return _core.LoopCore.add_reader(self, fd, callback, *args)
+        return _core.LoopCore.add_reader(self, fd, context.run, callback, *args)
+
+    def _add_writer(self, fd, callback, *args, context=None):
+        if context is None:
+            return _core.LoopCore.add_writer(self, fd, callback, *args)
+        return _core.LoopCore.add_writer(self, fd, context.run, callback, *args)
 
     # -- the factory hooks of BaseEventLoop, as asyncio's Unix loop implements them ----------
 

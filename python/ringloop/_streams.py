@@ -30,6 +30,7 @@ import functools
 import logging
 import os
 import socket
+import sys
 from asyncio import BufferedProtocol, constants, selector_events, sslproto, tasks, trsock
 from asyncio.log import logger
 from typing import NamedTuple
@@ -37,6 +38,8 @@ from typing import NamedTuple
 from . import _core
 
 _Base = selector_events._SelectorSocketTransport
+# 3.15's transports, `_start_serving` and `_accept_connection2` take the protocol's `context`.
+_CONTEXT_HOOKS = sys.version_info >= (3, 15)
 # A TLS connection that fails (bad input, a handshake timeout) is the client's business:
 # said at debug, under the server's logger (`ringloop serve --log-level debug` shows it).
 _tls_log = logging.getLogger("ringloop.server.tls")
@@ -54,9 +57,14 @@ def _native_state(name: str) -> property:
 class StreamTransport(_Base):
     """A TCP or Unix-socket transport with native reads and writes (see the module docs)."""
 
-    def __init__(self, loop, sock, protocol, waiter=None, extra=None, server=None):
-        io = _core.StreamIO(loop, sock.fileno(), self)
+    def __init__(self, loop, sock, protocol, waiter=None, extra=None, server=None, context=None):
+        # The protocol's callbacks run in `context` when given (asyncio 3.15 gives every
+        # connection one): the native reads and writes are handles in it (StreamIO), and the
+        # callbacks asyncio's code schedules take it through `_call_soon` (3.15's base class;
+        # before 3.15 asyncio passes no context and `connection_made` runs as it always did).
+        io = _core.StreamIO(loop, sock.fileno(), self, context)
         self._io = io
+        self._context = context
         self._empty_waiter_fut = None
         # Instance attributes, so the lookups asyncio's code and user code make find the
         # native callables directly (no Python frame in between).
@@ -65,7 +73,15 @@ class StreamTransport(_Base):
         self.writelines = io.writelines
         # asyncio's __init__ sets the water marks through _set_write_buffer_limits (below),
         # which hands them to `io`.
-        super().__init__(loop, sock, protocol, waiter, extra, server)
+        if _CONTEXT_HOOKS:
+            super().__init__(loop, sock, protocol, waiter, extra, server, context=context)
+        elif context is None:
+            super().__init__(loop, sock, protocol, waiter, extra, server)
+        else:
+            # Before 3.15 asyncio's __init__ schedules connection_made with a bare call_soon:
+            # it sees a loop whose call_soon passes the context, then the loop itself.
+            super().__init__(_WithContext(loop, context), sock, protocol, waiter, extra, server)
+            self._loop = loop
 
     # -- state the native write path owns ------------------------------------------------------
 
@@ -233,7 +249,7 @@ class StreamTransport(_Base):
             self._closing = True
             self._io.stop_reading()
         self._conn_lost += 1
-        self._loop.call_soon(self._call_connection_lost, exc)
+        self._loop.call_soon(self._call_connection_lost, exc, context=self._context)
 
     def _call_connection_lost(self, exc):
         # Before the socket closes: an in-flight recv holds the file (see StreamIO.stop_reading).
@@ -267,6 +283,8 @@ class _Serving(NamedTuple):
     backlog: int
     ssl_handshake_timeout: float | None
     ssl_shutdown_timeout: float | None
+    # asyncio 3.15's server context: each connection runs in a copy of it.
+    context: object = None
 
 
 class Handover:
@@ -299,6 +317,7 @@ class StreamTransportsMixin:
         backlog=100,
         ssl_handshake_timeout=constants.SSL_HANDSHAKE_TIMEOUT,
         ssl_shutdown_timeout=constants.SSL_SHUTDOWN_TIMEOUT,
+        context=None,
     ):
         serving = _Serving(
             protocol_factory,
@@ -308,6 +327,7 @@ class StreamTransportsMixin:
             backlog,
             ssl_handshake_timeout,
             ssl_shutdown_timeout,
+            context,
         )
         fd = sock.fileno()
         on_accept = functools.partial(self._on_accepted, serving)
@@ -318,7 +338,14 @@ class StreamTransportsMixin:
         shared = fd in self._shared_listeners if isinstance(fd, int) else False
         token = self._accept_start(fd, on_accept) if isinstance(fd, int) and not shared else None
         if token is None:  # epoll: asyncio's accept-on-readiness loop
-            _Sel._start_serving(self, *serving)
+            if _CONTEXT_HOOKS:
+                _Sel._start_serving(self, *serving)
+            elif context is not None:
+                # Before 3.15 asyncio's loop takes no context: its accepts run in a copy of
+                # this one, and so each connection's task (still a copy per connection).
+                context.run(_Sel._start_serving, self, *serving[:-1])
+            else:
+                _Sel._start_serving(self, *serving[:-1])
         else:
             self._accepting[fd] = token
 
@@ -394,27 +421,37 @@ class StreamTransportsMixin:
             await self._handover.settled
 
     def _accept_connection2(
-        self, protocol_factory, conn, extra, sslcontext=None, server=None, *rest
+        self, protocol_factory, conn, extra, sslcontext=None, server=None, *rest, context=None
     ):
         # Called where a connection was accepted, synchronously (asyncio's readiness loop, and
         # _on_accepted): while a listener is handed over, the connection is counted from here
         # until it is set up, so _handover_done cannot miss one whose task has not run yet.
+        kw = {"context": context} if context is not None else {}
         if not (self._handover.listeners or self._handover.draining):
-            return _Sel._accept_connection2(
-                self, protocol_factory, conn, extra, sslcontext, server, *rest
+            return self._accept_and_set_up(
+                protocol_factory, conn, extra, sslcontext, server, *rest, **kw
             )
         self._handover.pending += 1
-        return self._counted_accept(protocol_factory, conn, extra, sslcontext, server, *rest)
+        return self._counted_accept(protocol_factory, conn, extra, sslcontext, server, *rest, **kw)
 
-    async def _counted_accept(self, protocol_factory, conn, extra, sslcontext, server, *rest):
+    def _accept_and_set_up(self, *args, context=None):
+        """asyncio's `_accept_connection2` coroutine, given the connection's context where
+        asyncio's own takes none (before 3.15: the transport is made with it here)."""
+        if _CONTEXT_HOOKS:
+            return _Sel._accept_connection2(self, *args, context=context)
+        if context is None:
+            return _Sel._accept_connection2(self, *args)
+        return _Sel._accept_connection2(_WithContext(self, context), *args)
+
+    async def _counted_accept(self, protocol_factory, conn, extra, sslcontext, server, *rest, **kw):
         try:
             if server is not None and server._sockets is None:
                 # Accepted before the server closed, set up after: asyncio's Server._attach
                 # asserts it is open, and the connection would be dropped unanswered (its
                 # client sees a reset). It is served, uncounted by the closed Server.
                 server = None
-            return await _Sel._accept_connection2(
-                self, protocol_factory, conn, extra, sslcontext, server, *rest
+            return await self._accept_and_set_up(
+                protocol_factory, conn, extra, sslcontext, server, *rest, **kw
             )
         finally:
             self._handover.pending -= 1
@@ -461,6 +498,9 @@ class StreamTransportsMixin:
             addr = None  # reset while in the backlog: the transport finds out on first read
         if self._debug:
             logger.debug("%r got a new connection from %r: %r", serving.server, addr, conn)
+        # asyncio 3.15: the connection's set-up task and its protocol share one copy of the
+        # server's context (a handler's changes stay in its connection).
+        conn_context = serving.context.copy() if serving.context is not None else None
         accept = self._accept_connection2(
             serving.protocol_factory,
             conn,
@@ -470,16 +510,19 @@ class StreamTransportsMixin:
             None if handed_over else serving.server,
             serving.ssl_handshake_timeout,
             serving.ssl_shutdown_timeout,
+            context=conn_context,
         )
-        self.create_task(accept)
+        self.create_task(accept, context=conn_context)
 
     def _stop_accepting(self, sock):
         token = self._accepting.pop(sock.fileno(), None)
         if token is not None:
             self._accept_stop(token)
 
-    def _make_socket_transport(self, sock, protocol, waiter=None, *, extra=None, server=None):
-        return StreamTransport(self, sock, protocol, waiter, extra, server)
+    def _make_socket_transport(
+        self, sock, protocol, waiter=None, *, extra=None, server=None, context=None
+    ):
+        return StreamTransport(self, sock, protocol, waiter, extra, server, context)
 
     def _make_ssl_transport(
         self,
@@ -494,11 +537,12 @@ class StreamTransportsMixin:
         server=None,
         ssl_handshake_timeout=constants.SSL_HANDSHAKE_TIMEOUT,
         ssl_shutdown_timeout=constants.SSL_SHUTDOWN_TIMEOUT,
+        context=None,
     ):
         if isinstance(sslcontext, _core.TlsConfig):
             # The server's TLS in Rust (rustls): the native transport decrypts and encrypts;
             # the protocol sees plaintext. Reads start only after `enable_tls` (call_soon).
-            transport = StreamTransport(self, rawsock, protocol, waiter, extra, server)
+            transport = StreamTransport(self, rawsock, protocol, waiter, extra, server, context)
             transport._start_tls(sslcontext, ssl_handshake_timeout)
             return transport
         # TLS is the stdlib's SSLProtocol (a BufferedProtocol) over the native transport.
@@ -512,5 +556,29 @@ class StreamTransportsMixin:
             ssl_handshake_timeout=ssl_handshake_timeout,
             ssl_shutdown_timeout=ssl_shutdown_timeout,
         )
-        StreamTransport(self, rawsock, ssl_protocol, extra=extra, server=server)
+        StreamTransport(self, rawsock, ssl_protocol, extra=extra, server=server, context=context)
         return ssl_protocol._app_transport
+
+
+class _WithContext:
+    """The loop, seen by asyncio's code before 3.15, which passes no context: the transport's
+    `__init__` (its `call_soon`) and `_accept_connection2` (the transport factories) get
+    `context`; everything else is the loop's."""
+
+    __slots__ = ("_loop", "_context")
+
+    def __init__(self, loop, context) -> None:
+        self._loop = loop
+        self._context = context
+
+    def __getattr__(self, name):
+        return getattr(self._loop, name)
+
+    def call_soon(self, callback, *args, context=None):
+        return self._loop.call_soon(callback, *args, context=self._context)
+
+    def _make_socket_transport(self, *args, **kw):
+        return self._loop._make_socket_transport(*args, **kw, context=self._context)
+
+    def _make_ssl_transport(self, *args, **kw):
+        return self._loop._make_ssl_transport(*args, **kw, context=self._context)

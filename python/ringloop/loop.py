@@ -82,6 +82,26 @@ class Loop(
         # instance dict, the lookup finds it there and allocates nothing.
         self.call_soon = self.call_soon
 
+    if hasattr(events, "_ThreadSafeHandle"):  # 3.14+
+
+        def call_soon_threadsafe(self, callback, *args, context=None):
+            """asyncio 3.14's contract: the handle is an `events._ThreadSafeHandle`, whose
+            `cancel()`/`cancelled()` from another thread wait for a callback already running
+            (its lock), and whose `_run` re-checks cancellation under that lock. The native
+            queue runs that `_run`; before 3.14 the native handle is returned as it is."""
+            self._check_closed()
+            if self._debug:
+                self._check_callback(callback, "call_soon_threadsafe")
+            elif not callable(callback):
+                raise TypeError(
+                    f"a callable object was expected by call_soon_threadsafe(), got {callback!r}"
+                )
+            handle = events._ThreadSafeHandle(callback, args, self, context)
+            if handle._source_traceback:
+                del handle._source_traceback[-1]
+            _core.LoopCore.call_soon_threadsafe(self, handle._run)
+            return handle
+
     def _share_listener(self, sock) -> None:
         """Mark `sock` as a listener other processes accept on too (before serving it): it is
         then accepted on readiness, which spreads connections over the processes."""

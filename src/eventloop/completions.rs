@@ -28,11 +28,20 @@ impl LoopCore {
     /// stream, `RecvMsg` for UDP) whose completions go to `on_op`, or, where this loop has none
     /// (epoll, no provided-buffer rings), with `owner._on_readable` as the fd's reader. Returns
     /// the operation's token; `None` means reading on readiness. `read_stop` undoes it.
-    pub(crate) fn read_start(slf: &Bound<'_, Self>, fd: RawFd, kind: OpKind, on_op: Py<PyAny>, owner: &Bound<'_, PyAny>) -> PyResult<Option<u64>> {
-        let token = Self::op_start(slf, fd, kind, on_op)?;
+    /// The callbacks run in `context` (asyncio 3.15's transport context), else in a copy of
+    /// the current one.
+    pub(crate) fn read_start(
+        slf: &Bound<'_, Self>,
+        fd: RawFd,
+        kind: OpKind,
+        on_op: Py<PyAny>,
+        owner: &Bound<'_, PyAny>,
+        context: Option<Bound<'_, PyAny>>,
+    ) -> PyResult<Option<u64>> {
+        let token = Self::op_start(slf, fd, kind, on_op, context.clone())?;
         if token.is_none() {
             let on_readable = owner.getattr(intern!(slf.py(), "_on_readable"))?;
-            Self::set_fd_callback_raw(slf, fd, &on_readable, false)?;
+            Self::set_fd_callback_raw(slf, fd, &on_readable, false, context)?;
         }
         Ok(token)
     }
@@ -75,14 +84,14 @@ impl LoopCore {
     }
 
     /// Arm a multishot operation of `kind` on `fd` whose completions go to `callback` (in a
-    /// copy of the current context). `None` when this loop has none (epoll, or io_uring
+    /// `context`, else in a copy of the current one). `None` when this loop has none (epoll, or io_uring
     /// without provided buffers; multishot accept (5.19) predates multishot recv (6.0), so one
     /// probe answers for both).
-    fn op_start(slf: &Bound<'_, Self>, fd: RawFd, kind: OpKind, callback: Py<PyAny>) -> PyResult<Option<u64>> {
+    fn op_start(slf: &Bound<'_, Self>, fd: RawFd, kind: OpKind, callback: Py<PyAny>, context: Option<Bound<'_, PyAny>>) -> PyResult<Option<u64>> {
         let py = slf.py();
         let this = slf.get();
         this.check_open()?;
-        let context = context_or_copy(py, None)?;
+        let context = context_or_copy(py, context)?;
         let token = this.router.borrow_mut(py)?.next_token(fd);
         let started = {
             let mut io = this.io.borrow_mut(py)?;
@@ -180,7 +189,7 @@ impl LoopCore {
     /// with each new connection's fd (or `-errno`). Returns the operation's token, or `None`
     /// on epoll (the caller then accepts on readiness).
     fn _accept_start(slf: &Bound<'_, Self>, fd: RawFd, callback: Py<PyAny>) -> PyResult<Option<u64>> {
-        Self::op_start(slf, fd, OpKind::Accept, callback)
+        Self::op_start(slf, fd, OpKind::Accept, callback, None)
     }
 
     /// Stop a multishot accept; processed before this returns, so the socket may be closed.

@@ -40,9 +40,9 @@ impl LoopCore {
 
     /// `add_writer`/`add_reader` for native transports: no argument checks (the callback is a
     /// bound method of ours).
-    pub(crate) fn set_fd_callback_raw(slf: &Bound<'_, Self>, fd: RawFd, callback: &Bound<'_, PyAny>, writer: bool) -> PyResult<()> {
+    pub(crate) fn set_fd_callback_raw(slf: &Bound<'_, Self>, fd: RawFd, callback: &Bound<'_, PyAny>, writer: bool, context: Option<Bound<'_, PyAny>>) -> PyResult<()> {
         slf.get().check_open()?;
-        let handle = Self::new_handle(slf, callback, Args::None, None)?;
+        let handle = Self::new_handle(slf, callback, Args::None, context)?;
         Self::install_fd_handle(slf, fd, handle, writer, None)
     }
 

@@ -181,22 +181,7 @@ impl HandleCore {
         };
         let result = match &self.context {
             None => call(py, &cb, &args),
-            Some(ctx) => {
-                // SAFETY: `ctx` is a live object we own a reference to; PyContext_Enter checks
-                // its type and sets an exception on failure (e.g. already entered).
-                if unsafe { ffi::PyContext_Enter(ctx.as_ptr()) } != 0 {
-                    Err(PyErr::fetch(py))
-                } else {
-                    let r = call(py, &cb, &args);
-                    // SAFETY: paired with the successful Enter above, on the same thread.
-                    if unsafe { ffi::PyContext_Exit(ctx.as_ptr()) } != 0 {
-                        let e = PyErr::fetch(py);
-                        r.and(Err(e))
-                    } else {
-                        r
-                    }
-                }
-            }
+            Some(ctx) => in_context(py, ctx.bind(py), || call(py, &cb, &args)),
         };
         drop((cb, args));
         match result {
@@ -399,4 +384,20 @@ fn same_callback(py: Python<'_>, a: &HandleCore, b: &HandleCore) -> PyResult<boo
         (Some(fa), Some(aa), Some(fb), Some(ab)) => Ok(fa.bind(py).eq(fb.bind(py))? && aa.bind(py).eq(ab.bind(py))?),
         _ => Ok(false),
     }
+}
+
+/// `f()` with `ctx` (a `contextvars.Context`) entered, as `ctx.run(f)` but with no Python call.
+pub(crate) fn in_context<R>(py: Python<'_>, ctx: &Bound<'_, PyAny>, f: impl FnOnce() -> PyResult<R>) -> PyResult<R> {
+    // SAFETY: `ctx` is a live object; PyContext_Enter checks its type and sets an exception on
+    // failure (e.g. already entered).
+    if unsafe { ffi::PyContext_Enter(ctx.as_ptr()) } != 0 {
+        return Err(PyErr::fetch(py));
+    }
+    let r = f();
+    // SAFETY: paired with the successful Enter above, on the same thread.
+    if unsafe { ffi::PyContext_Exit(ctx.as_ptr()) } != 0 {
+        let e = PyErr::fetch(py);
+        return r.and(Err(e));
+    }
+    r
 }

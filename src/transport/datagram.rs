@@ -174,7 +174,7 @@ impl DatagramIO {
             st.read.on = true;
         }
         let on_datagram = slf.getattr(intern!(py, "_on_datagram"))?.unbind();
-        let token = LoopCore::read_start(this.loop_.bind(py), this.fd, OpKind::RecvMsg, on_datagram, slf.as_any())?;
+        let token = LoopCore::read_start(this.loop_.bind(py), this.fd, OpKind::RecvMsg, on_datagram, slf.as_any(), None)?;
         this.st.borrow_mut(py)?.read.token = token;
         Ok(())
     }

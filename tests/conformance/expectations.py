@@ -5,13 +5,6 @@ Keys: `<module>.<Suite>.<test>`, applying to both ringloop backends; a `[io_urin
 See conftest.py. `CONFORMANCE_RUN_SKIPPED=1` ignores `SKIP`, to find entries that now pass.
 """
 
-_THREADSAFE_HANDLE = (
-    "3.14: asserts call_soon_threadsafe() returns asyncio.events._ThreadSafeHandle (whose"
-    " cancel() from another thread waits for a running callback); ringloop returns its"
-    " native handle, the test's thread fails that check and never stops the loop: a hang,"
-    " not a failure, so skipped (a known difference, not yet implemented)"
-)
-
 # test id -> reason
 SKIP: dict[str, str] = {
     # test_events.EventLoopTests
@@ -21,11 +14,6 @@ SKIP: dict[str, str] = {
         " pass without checking anything (it runs since the interim network layer gave"
         " ringloop a `_selector` view; a vacuous pass is not conformance)"
     ),
-    # test_events.EventLoopTests (3.14+)
-    "test_events.EventLoopTests.test_call_soon_threadsafe_handle_block_check_cancelled": _THREADSAFE_HANDLE,
-    "test_events.EventLoopTests.test_call_soon_threadsafe_handle_block_cancellation": _THREADSAFE_HANDLE,
-    "test_events.EventLoopTests.test_call_soon_threadsafe_handle_cancel_same_thread": _THREADSAFE_HANDLE,
-    "test_events.EventLoopTests.test_call_soon_threadsafe_handle_cancel_other_thread": _THREADSAFE_HANDLE,
     # test_runners.RunTests (3.13+)
     "test_runners.RunTests.test_loop_factory_default_event_loop": (
         "passes loop_factory=asyncio.EventLoop, so it runs stock asyncio's own loop by design:"

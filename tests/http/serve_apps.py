@@ -4,7 +4,8 @@ gunicorn (a module of apps, not a test module).
 `app` answers with the serving process's pid, so a test can tell workers apart, and:
 
 * `/sleep?s=SECONDS[&mark=PATH]` sleeps first (after creating PATH, so a test knows the
-  request is in the application before it signals the server);
+  request is in the application before it signals the server); `/sleep?until=PATH[&mark=..]`
+  waits without blocking the loop until PATH exists (a test decides when it ends);
 * `/grow?mib=N` keeps N MiB more alive in the worker (touched, so resident);
 * `/block?s=SECONDS` blocks the worker's loop (`time.sleep`), as a broken handler would;
   `/block?until=PATH` blocks it until PATH exists (a test decides when it ends);
@@ -76,7 +77,11 @@ async def app(scope, receive, send) -> None:
     if path == "/sleep":
         if "mark" in query:
             Path(query["mark"]).touch()
-        await asyncio.sleep(float(query["s"]))
+        if "until" in query:
+            while not os.path.exists(query["until"]):
+                await asyncio.sleep(0.005)
+        else:
+            await asyncio.sleep(float(query["s"]))
     elif path == "/grow":
         _hoard.append(b"x" * (int(query["mib"]) * MiB))
     elif path == "/block" and "until" in query:

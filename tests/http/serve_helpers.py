@@ -254,6 +254,44 @@ end
 """
 
 
+# The same, ended by an event instead of a clock: once the file args[1] exists no connection
+# sends another request, and when the last one in flight is answered the file args[2] is made
+# (`finish_wrk` waits for it, then stops wrk).
+WRK_STOP_FILE_SCRIPT = """
+local stop_file, drained_file = nil, nil
+local in_flight, stopping = 0, false
+function init(args)
+  stop_file, drained_file = args[1], args[2]
+  if args[3] == "close" then
+    wrk.headers["Connection"] = "close"
+  end
+end
+local function exists(path)
+  local f = io.open(path, "r")
+  if f then f:close() end
+  return f ~= nil
+end
+local function drained()
+  if stopping and in_flight == 0 then
+    io.open(drained_file, "w"):close()
+  end
+end
+function delay()
+  if stopping or exists(stop_file) then
+    stopping = true
+    drained()
+    return 600000
+  end
+  in_flight = in_flight + 1
+  return 0
+end
+function response(status, headers, body)
+  in_flight = in_flight - 1
+  drained()
+end
+"""
+
+
 def ensure_wrk() -> str:
     """wrk's path; installed from Debian when missing (as benchmarks/harness.py does)."""
     path = shutil.which("wrk")
@@ -282,14 +320,21 @@ def start_wrk(
     *,
     connections: int,
     duration: int,
-    stop_after: int,
+    stop_after: int | None,
     close: bool,
     timeout: int | None = None,
 ) -> subprocess.Popen:
     """wrk in the background (one thread), its report collected by `wrk_report`. `timeout`
-    (seconds; wrk's default is 2): a response slower than this counts as a timeout error."""
+    (seconds; wrk's default is 2): a response slower than this counts as a timeout error.
+    `stop_after=None`: wrk sends requests until `finish_wrk` stops it (`duration` is then
+    only a hang guard); else it stops sending after `stop_after` seconds."""
     script = tmp_path / "stop_early.lua"
-    script.write_text(WRK_SCRIPT)
+    if stop_after is None:
+        script.write_text(WRK_STOP_FILE_SCRIPT)
+        stop_args = [str(tmp_path / "wrk-stop"), str(tmp_path / "wrk-drained")]
+    else:
+        script.write_text(WRK_SCRIPT)
+        stop_args = [str(stop_after)]
     cmd = [
         ensure_wrk(),
         "-t1",
@@ -300,10 +345,20 @@ def start_wrk(
         str(script),
         url,
         "--",
-        str(stop_after),
+        *stop_args,
         "close" if close else "keep-alive",
     ]
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def finish_wrk(proc: subprocess.Popen, tmp_path: Path, timeout: float = 60.0) -> dict[str, Any]:
+    """Stop a wrk started with `stop_after=None`: no new requests, wait until every one in
+    flight is answered, then SIGINT (wrk prints its report); the report, as `wrk_report`."""
+    assert proc.poll() is None, "wrk ended by itself (its hang guard): nothing was stopped"
+    (tmp_path / "wrk-stop").touch()
+    wait_until((tmp_path / "wrk-drained").exists, timeout, "wrk's requests in flight to end")
+    proc.send_signal(signal.SIGINT)
+    return wrk_report(proc, timeout)
 
 
 def wrk_report(proc: subprocess.Popen, timeout: float = 60.0) -> dict[str, Any]:

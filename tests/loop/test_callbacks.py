@@ -51,11 +51,16 @@ def test_callback_scheduled_by_callback_runs_after_queued_ones(loop):
 
     def a():
         out.append("a")
-        loop.call_soon(out.append, "c")
+        loop.call_soon(c)
 
+    def c():
+        out.append("c")
+        loop.stop()
+
+    # Stopped by the last callback itself: a timer for the stop could come due before "c" on
+    # a loaded machine (asyncio moves due timers into the ready queue ahead of it).
     loop.call_soon(a)
     loop.call_soon(out.append, "b")
-    loop.call_later(0.01, loop.stop)
     assert not run_forever_with_watchdog(loop)
     assert out == ["a", "b", "c"]
 
@@ -324,23 +329,22 @@ def test_call_soon_threadsafe_many_threads(loop):
 
 
 def test_call_soon_threadsafe_wakes_blocked_loop_promptly(loop):
-    # The loop has nothing to do for 30 s; a call_soon_threadsafe must wake it at once.
-    woke = []
-    loop.call_later(30, loop.stop)
+    # The loop has nothing to do until a far timer; a call_soon_threadsafe must wake it, so
+    # its callback runs (and stops the loop) before that timer: the order of the two events
+    # is the check, not the clock. The timer is the hang guard if the wake-up is lost.
+    ran = []
+    loop.call_later(60, lambda: (ran.append("the far timer"), loop.stop()))
     running = when_running(loop)
 
     def poke():
         running.wait(PROMPT)
         time.sleep(0.1)  # let the loop enter its blocking wait (the test holds either way)
-        sent = time.monotonic()
-        loop.call_soon_threadsafe(lambda: (woke.append(time.monotonic() - sent), loop.stop()))
+        loop.call_soon_threadsafe(lambda: (ran.append("woken"), loop.stop()))
 
     t = start_thread(poke)
-    t0 = time.monotonic()
     loop.run_forever()
     t.join(PROMPT)
-    assert woke, "callback never ran"
-    assert woke[0] < PROMPT and time.monotonic() - t0 < PROMPT + 1
+    assert ran == ["woken"], "the loop slept through call_soon_threadsafe"
 
 
 def test_infinite_delay_never_fires(loop):
@@ -364,10 +368,9 @@ def test_negative_delays_fire_promptly_in_when_order(loop):
     loop.call_at(loop.time() - 100, out.append, "at-past")
     loop.call_later(0.01, out.append, "pos")
     loop.call_later(0.05, loop.stop)
-    t0 = time.monotonic()
     assert not run_forever_with_watchdog(loop)
+    # All ran before the stop at 0.05 s: a negative delay taken as a long one would be missing.
     assert out == ["soon", "at-past", "neg5", "neg1", "zero", "pos"]
-    assert time.monotonic() - t0 < PROMPT
 
 
 def test_nan_delay_fires_promptly(loop):

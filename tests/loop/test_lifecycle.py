@@ -19,10 +19,9 @@ import asyncio
 import signal
 import socket
 import sys
-import time
 
 import pytest
-from loop_helpers import PROMPT, run_forever_with_watchdog
+from loop_helpers import run_forever_with_watchdog
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -113,10 +112,9 @@ def test_stop_before_run_forever_runs_one_iteration(loop):
     loop.stop()
     loop.call_soon(first)
     loop.call_soon(out.append, 2)
-    t0 = time.monotonic()
     loop.run_forever()
-    assert time.monotonic() - t0 < PROMPT, "stop() before run_forever must not wait for timers"
-    assert out == [1, 2]
+    # Had it waited for the far timer, "far-timer" would be in `out`.
+    assert out == [1, 2], "stop() before run_forever must not wait for timers"
     loop.stop()
     loop.run_forever()
     assert out == [1, 2, "next-iteration"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import os
 
 from starlette.applications import Starlette
 from starlette.background import BackgroundTasks
@@ -63,11 +64,13 @@ async def stream(request: Request):
 
 
 async def late_events(request: Request):
-    # Server-sent events whose first event comes late: the client must see the head first.
-    delay = float(request.query_params.get("delay", "1"))
+    # Server-sent events whose first event comes only once the file `until` exists (the test
+    # makes it after it has the head): the client must see the head first.
+    until = request.query_params["until"]
 
     async def events():
-        await asyncio.sleep(delay)
+        while not os.path.exists(until):
+            await asyncio.sleep(0.005)
         yield "data: first\n\n"
 
     return StreamingResponse(events(), media_type="text/event-stream")

@@ -10,8 +10,9 @@ What is pinned here (asyncio 3.11 semantics, which native transports must keep):
 * ``write``/``writelines`` take bytes, bytearray and memoryview (a snapshot: mutating the
   buffer after ``write`` returns changes nothing), ignore empty data, and refuse anything else
   with stock asyncio's ``TypeError`` of the running Python ("data argument must be a
-  bytes-like object, not '<type>'" before 3.14); a ``writelines`` that fails sends nothing
-  (ringloop refuses None there too, where 3.14's stock transport skips it);
+  bytes-like object, not '<type>'" before 3.14); a ``writelines`` that fails sends nothing;
+  ``writelines(None)`` or of an empty list does nothing (3.12+), and from 3.14 a falsy item
+  (None) is skipped, as stock asyncio does;
 * ``write_eof()`` sends FIN after everything already buffered; later writes raise
   ``RuntimeError``; the transport stays open for reading;
 * ``close()`` flushes the buffer, then reports ``connection_lost(None)`` once; ``abort()``
@@ -35,7 +36,6 @@ import socket
 import sys
 
 import pytest
-import ringloop
 from transport_helpers import (
     DEFAULT_LIMITS,
     Recorder,
@@ -128,6 +128,27 @@ def _stock_rejection(bad) -> tuple[str, bool]:
         loop.close()
 
 
+def test_writelines_of_nothing_is_a_no_op(loop, family):
+    # From 3.12 asyncio returns at once for a falsy argument, None included, but only after
+    # its write_eof check; 3.11's writelines is b"".join, which refuses None.
+    async def main():
+        async with raw_peer(loop, family) as (tr, proto, peer):
+            if sys.version_info >= (3, 12):
+                tr.writelines(None)
+            else:
+                with pytest.raises(TypeError):
+                    tr.writelines(None)
+            tr.writelines([])
+            tr.write(b"only")
+            tr.write_eof()
+            if sys.version_info >= (3, 12):
+                with pytest.raises(RuntimeError, match="after write_eof"):
+                    tr.writelines(None)
+            assert await recv_until_eof(loop, peer) == b"only"
+
+    run(loop, main())
+
+
 @pytest.mark.parametrize(
     "bad, type_name",
     [("text", "str"), (42, "int"), (None, "NoneType"), ([b"x"], "list")],
@@ -135,11 +156,19 @@ def _stock_rejection(bad) -> tuple[str, bool]:
 )
 def test_write_rejects_non_bytes(loop, family, bad, type_name):
     # The oracle is stock asyncio on the running Python: its message moved in 3.14, and its
-    # writelines() skips None there. ringloop gives the same message and refuses every
-    # non-bytes-like item in writelines(), None included (3.11's rule: bad input is an error).
-    message, stock_writelines_raises = _stock_rejection(bad)
+    # writelines() skips a falsy item such as None there. ringloop does the same on each.
+    if (
+        sys.version_info >= (3, 15)
+        and bad is not None
+        and isinstance(loop, asyncio.SelectorEventLoop)
+    ):
+        pytest.xfail(
+            "CPython 3.15's writelines buffers the items before a bad one, then raises: they"
+            " stay queued with no writer registered (a reference defect; ringloop keeps"
+            " writelines all or nothing)"
+        )
+    message, writelines_raises = _stock_rejection(bad)
     assert f"not {type_name!r}" in message
-    writelines_raises = stock_writelines_raises or isinstance(loop, ringloop.Loop)
 
     async def main():
         async with raw_peer(loop, family) as (tr, proto, peer):

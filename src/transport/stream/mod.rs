@@ -136,6 +136,10 @@ struct StreamState {
     arm_after_drain: bool,
     /// TLS on this connection (see `tls`): every read is decrypted, every write encrypted.
     tls: Option<Box<tls::TlsState>>,
+    /// The context the protocol's callbacks run in (asyncio 3.15 gives each connection one):
+    /// the read and write callbacks are handles in it, the end-of-iteration flush enters it.
+    /// `None`: each callback runs in a copy of the context current when it was registered.
+    context: Option<Py<PyAny>>,
 }
 
 #[pyclass(module = "ringloop._core", frozen, weakref)]
@@ -176,6 +180,11 @@ impl StreamIO {
         Ok(slf.get().st.borrow(slf.py())?.size == 0)
     }
 
+    /// The protocol's context, if the transport was given one.
+    fn context<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        Ok(self.st.borrow(py)?.context.as_ref().map(|c| c.bind(py).clone()))
+    }
+
     fn transport(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
         Ok(self.st.borrow(py)?.transport.as_ref().map(|t| t.clone_ref(py)))
     }
@@ -195,7 +204,9 @@ impl StreamIO {
 #[pymethods]
 impl StreamIO {
     #[new]
-    fn py_new(loop_: &Bound<'_, PyAny>, fd: RawFd, transport: Py<PyAny>) -> PyResult<Self> {
+    #[pyo3(signature = (loop_, fd, transport, context = None))]
+    fn py_new(loop_: &Bound<'_, PyAny>, fd: RawFd, transport: Py<PyAny>, context: Option<Py<PyAny>>) -> PyResult<Self> {
+        let py = loop_.py();
         let loop_ = loop_.cast::<LoopCore>()?.clone().unbind();
         Ok(StreamIO {
             fd,
@@ -226,6 +237,7 @@ impl StreamIO {
                 drain_scheduled: false,
                 arm_after_drain: false,
                 tls: None,
+                context: context.filter(|c| !c.is_none(py)),
             }),
         })
     }
@@ -284,6 +296,9 @@ impl StreamIO {
         if let Some(t) = &st.transport {
             visit.call(t)?;
         }
+        if let Some(c) = &st.context {
+            visit.call(c)?;
+        }
         match &st.sink {
             Sink::None => {}
             Sink::Data(cb) => visit.call(cb)?,
@@ -309,7 +324,13 @@ impl StreamIO {
         let taken = self.st.try_borrow_mut_unattached().map(|mut st| {
             st.size = 0;
             st.off = 0;
-            (st.transport.take(), std::mem::replace(&mut st.sink, Sink::None), std::mem::take(&mut st.wbuf), std::mem::take(&mut st.pending))
+            (
+                st.transport.take(),
+                st.context.take(),
+                std::mem::replace(&mut st.sink, Sink::None),
+                std::mem::take(&mut st.wbuf),
+                std::mem::take(&mut st.pending),
+            )
         });
         drop(taken);
     }

@@ -131,7 +131,7 @@ impl StreamIO {
         let py = slf.py();
         let this = slf.get();
         let on_recv = slf.getattr(intern!(py, "_on_recv"))?.unbind();
-        let token = LoopCore::read_start(this.loop_.bind(py), this.fd, OpKind::Recv, on_recv, slf.as_any())?;
+        let token = LoopCore::read_start(this.loop_.bind(py), this.fd, OpKind::Recv, on_recv, slf.as_any(), this.context(py)?)?;
         this.st.borrow_mut(py)?.read.token = token;
         Ok(())
     }
@@ -139,7 +139,7 @@ impl StreamIO {
     /// Read on readiness: `_on_readable` as the fd's reader callback.
     fn read_on_readiness(slf: &Bound<'_, Self>) -> PyResult<()> {
         let on_readable = slf.getattr(intern!(slf.py(), "_on_readable"))?;
-        LoopCore::set_fd_callback_raw(slf.get().loop_.bind(slf.py()), slf.get().fd, &on_readable, false)
+        LoopCore::set_fd_callback_raw(slf.get().loop_.bind(slf.py()), slf.get().fd, &on_readable, false, slf.get().context(slf.py())?)
     }
 
     /// After a multishot read of `n` bytes: a large one switches the transport to readiness
@@ -347,7 +347,7 @@ impl StreamIO {
             st.drain_scheduled = true;
         }
         let drain = slf.getattr(intern!(py, "_drain_pending"))?;
-        LoopCore::call_soon_impl(slf.get().loop_.bind(py), &drain, Args::None, None).map(|_| ())
+        LoopCore::call_soon_impl(slf.get().loop_.bind(py), &drain, Args::None, slf.get().context(py)?).map(|_| ())
     }
 
     /// The end of the stream: `0` is EOF, `-errno` a read error.

@@ -122,7 +122,7 @@ impl StreamIO {
             st.armed = true;
         }
         let cb = slf.getattr(intern!(py, "_on_writable"))?;
-        LoopCore::set_fd_callback_raw(this.loop_.bind(py), this.fd, &cb, true)
+        LoopCore::set_fd_callback_raw(this.loop_.bind(py), this.fd, &cb, true, this.context(py)?)
     }
 
     fn disarm_writer(slf: &Bound<'_, Self>) -> PyResult<()> {
@@ -406,7 +406,13 @@ enum AfterSend {
 
 impl FlushAtEnd for StreamIO {
     fn flush_at_end(slf: &Bound<'_, Self>) -> PyResult<()> {
-        StreamIO::flush(slf)
+        // Outside any handle (the end of the iteration): what the flush calls back
+        // (`resume_writing`, `connection_lost`) runs in the protocol's context, as from the
+        // writer callback.
+        match slf.get().context(slf.py())? {
+            None => StreamIO::flush(slf),
+            Some(ctx) => crate::eventloop::handle::in_context(slf.py(), &ctx, || StreamIO::flush(slf)),
+        }
     }
 }
 
@@ -422,11 +428,31 @@ impl StreamIO {
         Self::write_one(slf, data)
     }
 
-    /// Every chunk is checked first (like asyncio's `b"".join`, a bad item sends nothing),
-    /// then queued in order; they leave together with one `sendmsg`.
+    /// Every chunk is checked first (like asyncio's list of memoryviews, a bad item sends
+    /// nothing), then queued in order; they leave together with one `sendmsg`. As asyncio's
+    /// on the running Python: from 3.12 an empty or `None` argument is a no-op (3.11's
+    /// `b"".join` refuses `None`), and from 3.14 a falsy item is skipped (gh-155888: an empty
+    /// chunk could never drain).
     fn writelines(slf: &Bound<'_, Self>, list_of_data: &Bound<'_, PyAny>) -> PyResult<()> {
         let py = slf.py();
-        let items: Vec<Bound<'_, PyAny>> = list_of_data.try_iter()?.collect::<PyResult<_>>()?;
+        if py.version_info() >= (3, 12) && !list_of_data.is_truthy()? {
+            let st = slf.get().st.borrow(py)?;
+            if st.eof {
+                return Err(PyRuntimeError::new_err("Cannot call writelines() after write_eof()"));
+            }
+            if st.sendfile_busy {
+                return Err(PyRuntimeError::new_err("unable to writelines; sendfile is in progress"));
+            }
+            return Ok(());
+        }
+        let skip_falsy = py.version_info() >= (3, 14);
+        let mut items: Vec<Bound<'_, PyAny>> = Vec::new();
+        for item in list_of_data.try_iter()? {
+            let item = item?;
+            if !skip_falsy || item.is_truthy()? {
+                items.push(item);
+            }
+        }
         for item in &items {
             check_bytes_like(item)?;
         }
