@@ -31,7 +31,7 @@ const KNOWN: &[&[&str]] = &[
     // The server's request cycle and its interfaces call back into the connection (issue 20's
     // knot): taken apart by `stream/` (a per-request Stream over a Sink the driver implements)
     // and `app/` (interfaces that never name the driver).
-    &["http::asgi", "http::conn", "http::cycle", "http::host", "http::native", "http::server", "http::watch", "http::websocket"],
+    &["http::asgi", "http::conn", "http::native", "http::server", "http::watch", "http::websocket"],
 ];
 
 /// One module's path from the crate root (`[]` is the crate).
