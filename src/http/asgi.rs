@@ -248,11 +248,6 @@ impl Send {
         message::done_future(py)
     }
 
-    /// Write a native handler's answer if it can be written natively (see `native::respond`).
-    fn _respond(&self, py: Python<'_>, answer: &Bound<'_, PyAny>) -> PyResult<bool> {
-        super::native::respond(py, &self.stream, answer)
-    }
-
     /// The application's task is done (see `watch`).
     fn _task_done(&self, py: Python<'_>, task: &Bound<'_, PyAny>) -> PyResult<()> {
         self.task_done(py, task)

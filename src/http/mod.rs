@@ -6,8 +6,8 @@
 //! the driver implements, so `asgi`, `native` and `wsgi*` never name `conn`;
 //! `request` turns a `RequestHead` into Python objects, `scope` those into ASGI's `http` scope;
 //! `websocket` joins `ws` to the connection and to ASGI's `websocket` scope; `asgi` is the ASGI
-//! request cycle (`receive`/`send`); `server` what the connections of one worker share;
-//! `watch` what the blocking watch reads about the request that blocked the loop; `files`
+//! request cycle (`receive`/`send`); `server` what the connections of one worker share (its
+//! registry of them is `conn`'s: sweep, shutdown, and what the blocking watch reads); `files`
 //! serves static files (its rules sans-PyO3) before a request reaches the application.
 //! The Python half is `ringloop.server`.
 
@@ -22,7 +22,6 @@ pub mod request;
 pub mod scope;
 pub mod server;
 pub mod stream;
-pub mod watch;
 pub mod websocket;
 pub mod wsgi;
 pub mod wsgi_pool;

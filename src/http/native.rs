@@ -291,3 +291,12 @@ pub(crate) fn call(py: Python<'_>, stream: &Stream, app: &Bound<'_, PyAny>, requ
         }
     }
 }
+
+#[pymethods]
+impl Send {
+    /// Write a native handler's answer if it can be written natively (see `respond`):
+    /// `ringloop.server.native`'s writer asks it of the request's `send`.
+    fn _respond(&self, py: Python<'_>, answer: &Bound<'_, PyAny>) -> PyResult<bool> {
+        respond(py, &self.stream, answer)
+    }
+}

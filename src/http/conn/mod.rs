@@ -26,8 +26,10 @@ pub(crate) mod cycle;
 mod files;
 mod lifecycle;
 mod output;
+mod registry;
 mod sink;
 mod start;
+pub(crate) mod watch;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -43,7 +45,7 @@ use super::scope::ConnScope;
 use super::proto::h1::{After, Conn, Event, Phase, Stamp};
 use super::server::ServerState;
 use super::stream::message::resolve;
-use super::watch::Records;
+use self::watch::Records;
 use super::websocket::{self, WsState};
 use crate::eventloop::core::LoopCore;
 use crate::eventloop::flush::FlushAtEnd;
@@ -449,7 +451,7 @@ impl HttpConn {
             st.local = local;
             st.peer_trusted = peer_trusted;
         }
-        let id = server.register(py, slf.clone().unbind())?;
+        let id = server.register(py, slf.clone().into_any().unbind())?;
         this.id.store(id, Ordering::Relaxed);
         if server.shutting_down.load(Ordering::Relaxed) {
             Self::begin_shutdown(slf)?;

@@ -20,9 +20,9 @@ pub(crate) struct H1Sink;
 /// The connection a stream holds (always an `HttpConn`: only this module's `SINK` is given
 /// one).
 fn http<'a, 'py>(conn: &'a Bound<'py, PyAny>) -> &'a Bound<'py, HttpConn> {
+    debug_assert!(conn.is_instance_of::<HttpConn>());
     // SAFETY: every `Stream` made with `SINK` holds an `HttpConn` (`HttpConn::stream`,
     // `start.rs`, `websocket::asgi`): the cast cannot fail.
-    debug_assert!(conn.is_instance_of::<HttpConn>());
     unsafe { conn.cast_unchecked::<HttpConn>() }
 }
 

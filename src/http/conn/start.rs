@@ -9,7 +9,7 @@ use pyo3::types::{IntoPyDict, PyDict};
 
 use super::cycle::{self, Cycle};
 use super::sink::SINK;
-use super::HttpConn;
+use super::{watch, HttpConn};
 use crate::eventloop::core::LoopCore;
 use crate::http::asgi::{self, Receive, Send};
 use crate::http::body::Collected;
@@ -19,7 +19,6 @@ use crate::http::request::{self, HeadCopy};
 use crate::http::scope::{ConnScope, Origin};
 use crate::http::server::Interface;
 use crate::http::stream::{InFlight, Stream};
-use crate::http::watch;
 use crate::http::websocket;
 
 impl HttpConn {

@@ -37,7 +37,7 @@ pub(crate) fn start(conn: &Bound<'_, HttpConn>, head: &HeadCopy, id: u64) -> PyR
         return Ok(this.st.borrow(py)?.cycle.is_none());
     };
     let scope = websocket_scope(&scope, &upgrade)?;
-    crate::http::watch::note_start(this, py, id, &scope)?;
+    crate::http::conn::watch::note_start(this, py, id, &scope)?;
     handshake::begin(conn, id, upgrade)?;
     let receive = Py::new(py, Receive { stream: HttpConn::stream(conn, id), ws: true })?;
     let send = Py::new(py, Send { stream: HttpConn::stream(conn, id), ws: true })?;

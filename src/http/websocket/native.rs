@@ -83,7 +83,7 @@ pub(crate) fn start(conn: &Bound<'_, HttpConn>, head: &HeadCopy, id: u64) -> PyR
     let py = conn.py();
     let this = conn.get();
     let (request, cycle, _) = HttpConn::native_request(conn, head, id, false)?;
-    crate::http::watch::note_start(this, py, id, request.bind(py))?;
+    crate::http::conn::watch::note_start(this, py, id, request.bind(py))?;
     this.st.borrow_mut(py)?.cycle = Some(cycle);
     let Some(upgrade) = handshake::check(conn, head, id)? else {
         return Ok(this.st.borrow(py)?.cycle.is_none());
