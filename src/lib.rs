@@ -43,7 +43,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<http::conn::HttpConn>()?;
     m.add_class::<http::asgi::Receive>()?;
     m.add_class::<http::asgi::Send>()?;
-    m.add_class::<http::cycle::Done>()?;
+    m.add_class::<http::stream::message::Done>()?;
     m.add_class::<http::host::Host>()?;
     m.add_class::<http::native::Request>()?;
     m.add_class::<http::native::Response>()?;
@@ -51,7 +51,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<http::wsgi_start::StartResponse>()?;
     m.add_class::<http::websocket::native::WebSocket>()?;
     m.add_function(wrap_pyfunction!(http::websocket::native::broadcast, m)?)?;
-    m.add("ClientDisconnected", m.py().get_type::<http::cycle::ClientDisconnected>())?;
+    m.add("ClientDisconnected", m.py().get_type::<http::stream::message::ClientDisconnected>())?;
     m.add_function(wrap_pyfunction!(io_uring_available, m)?)?;
     m.add_function(wrap_pyfunction!(watch::audit::audit_hook_install, m)?)?;
     m.add_function(wrap_pyfunction!(watch::sampler::thread_busy_ns, m)?)?;

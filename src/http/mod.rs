@@ -1,18 +1,19 @@
 //! The HTTP server's native half. `proto/` holds the sans-I/O cores (no PyO3, no `crate::`):
 //! `h1` (HTTP/1.1), `ws` (WebSocket) and `head`, the `RequestHead` view of a request they give.
-//! `conn` joins h1 to the stream transport and the application, one connection each;
-//! `stream` is the per-request stream being built out of `cycle` (so far the in-flight guard);
+//! `conn` joins h1 to the stream transport and the application, one connection each (its
+//! `cycle` the driver's side of a request: body in, response out);
+//! `stream` is the per-request `Stream` the interfaces hold: the connection behind a `Sink`
+//! the driver implements, so `asgi`, `native` and `wsgi*` never name `conn`;
 //! `request` turns a `RequestHead` into Python objects, `scope` those into ASGI's `http` scope;
 //! `websocket` joins `ws` to the connection and to ASGI's `websocket` scope; `asgi` is the ASGI
-//! request cycle (`receive`/`send`); `server` what the connections of one worker share;
-//! `watch` what the blocking watch reads about the request that blocked the loop; `files`
+//! request cycle (`receive`/`send`); `server` what the connections of one worker share (its
+//! registry of them is `conn`'s: sweep, shutdown, and what the blocking watch reads); `files`
 //! serves static files (its rules sans-PyO3) before a request reaches the application.
 //! The Python half is `ringloop.server`.
 
 pub mod asgi;
 pub mod body;
 pub mod conn;
-pub mod cycle;
 pub mod files;
 pub mod proto;
 pub mod host;
@@ -21,7 +22,6 @@ pub mod request;
 pub mod scope;
 pub mod server;
 pub mod stream;
-pub mod watch;
 pub mod websocket;
 pub mod wsgi;
 pub mod wsgi_pool;

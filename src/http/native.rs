@@ -4,7 +4,7 @@
 //! A synchronous handler gets the whole body in `request.body` (read before it is called,
 //! within `--limit-request-body`); its `Response` with a `bytes`/`str` body is written here,
 //! natively. A body that is a file or an iterator, and every `async def` handler, go through
-//! `ringloop.server.native` (Python), which writes with the same cycle functions as ASGI's
+//! `ringloop.server.native` (Python), which writes through the same `Stream` as ASGI's
 //! `send`, back-pressure included. `Request` is also what the WSGI bridge builds its environ
 //! from.
 
@@ -15,10 +15,8 @@ use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 use pyo3::{intern, PyTraverseError, PyVisit};
 
 use super::asgi::{Receive, Send};
-use super::conn::HttpConn;
-use super::cycle::{self, Cycle};
 use super::request::HeadCopy;
-use super::stream::InFlight;
+use super::stream::Stream;
 use crate::eventloop::gil_cell::GilCell;
 
 /// A request as a native handler (or the WSGI bridge) sees it.
@@ -87,9 +85,9 @@ fn text_plain(py: Python<'_>) -> PyResult<Py<PyAny>> {
 }
 
 impl Request {
-    pub(crate) fn new(py: Python<'_>, head: &HeadCopy, conn: &HttpConn, receive: Option<Py<Receive>>) -> PyResult<Request> {
-        let st = conn.st.borrow(py)?;
-        let server = conn.server.get();
+    /// `peer`: the client's and the server's `(host, port)` (or `None`); `site`: the scheme
+    /// and the root path.
+    pub(crate) fn new(py: Python<'_>, head: &HeadCopy, peer: (&Py<PyAny>, &Py<PyAny>), site: (&Py<PyString>, &Py<PyString>), receive: Option<Py<Receive>>) -> PyResult<Request> {
         Ok(Request {
             method: head.method.clone_ref(py),
             path: head.path.clone_ref(py),
@@ -98,10 +96,10 @@ impl Request {
             version: head.http_version(py),
             fields: head.headers.iter().map(|f| (f.name.clone_ref(py), f.value.clone_ref(py))).collect(),
             headers: GilCell::new(None),
-            client: st.client.clone_ref(py),
-            server: st.local.clone_ref(py),
-            scheme: server.scheme.clone_ref(py),
-            root_path: server.root_path.clone_ref(py),
+            client: peer.0.clone_ref(py),
+            server: peer.1.clone_ref(py),
+            scheme: site.0.clone_ref(py),
+            root_path: site.1.clone_ref(py),
             body: GilCell::new(None),
             receive,
             has_body: head.has_body,
@@ -241,23 +239,9 @@ impl Request {
     }
 }
 
-/// The request object and the cycle for `head` (native handlers and WSGI); async handlers and
-/// WSGI also get `receive`/`send`.
-pub(crate) fn request(conn: &Bound<'_, HttpConn>, head: &HeadCopy, id: u64, with_io: bool) -> PyResult<(Py<Request>, Cycle, Option<Py<Send>>)> {
-    let py = conn.py();
-    let (receive, send) = if with_io {
-        (Some(Py::new(py, Receive { conn: conn.clone().unbind(), cycle: id.into(), ws: false })?), Some(Py::new(py, Send { conn: conn.clone().unbind(), cycle: id.into(), ws: false })?))
-    } else {
-        (None, None)
-    };
-    let request = Py::new(py, Request::new(py, head, conn.get(), receive)?)?;
-    Ok((request, Cycle::new(id, head, py, InFlight::enter(&conn.get().server.get().in_flight)), send))
-}
-
 /// Write a handler's answer natively, if it can be (status, headers, and a `bytes`/`str`
 /// body). `Ok(false)`: the body needs the Python writer (a file or an iterator).
-pub(crate) fn respond(conn: &Bound<'_, HttpConn>, id: u64, answer: &Bound<'_, PyAny>) -> PyResult<bool> {
-    let py = conn.py();
+pub(crate) fn respond(py: Python<'_>, stream: &Stream, answer: &Bound<'_, PyAny>) -> PyResult<bool> {
     let (status, headers, body) = if let Ok(r) = answer.cast::<Response>() {
         let r = r.get();
         (r.status, r.headers.as_ref().map(|h| h.clone_ref(py)), r.body.bind(py).clone())
@@ -278,32 +262,41 @@ pub(crate) fn respond(conn: &Bound<'_, HttpConn>, id: u64, answer: &Bound<'_, Py
     } else {
         return Ok(false);
     };
-    cycle::record_start(conn, id, status, headers)?;
-    cycle::write_body(conn, id, &body, false)?;
+    let conn = stream.conn(py);
+    stream.sink().start(conn, stream.id(), status, headers)?;
+    stream.sink().body(conn, stream.id(), &body, false)?;
     Ok(true)
 }
 
-/// Call the synchronous handler for the request of cycle `id` and answer with what it
+/// Call the synchronous handler `app` for `request` on `stream` and answer with what it
 /// returned; an exception is logged and answered with 500 (or the connection closed).
-pub(crate) fn call(conn: &Bound<'_, HttpConn>, id: u64, request: &Bound<'_, Request>) -> PyResult<()> {
-    let py = conn.py();
-    let server = conn.get().server.get();
-    let answer = server.app.bind(py).call1((request,));
-    let outcome = answer.and_then(|a| respond(conn, id, &a).map(|done| (a, done)));
+pub(crate) fn call(py: Python<'_>, stream: &Stream, app: &Bound<'_, PyAny>, request: &Bound<'_, Request>) -> PyResult<()> {
+    let answer = app.call1((request,));
+    let outcome = answer.and_then(|a| respond(py, stream, &a).map(|done| (a, done)));
+    let conn = stream.conn(py);
     match outcome {
         Ok((_, true)) => Ok(()),
         Ok((answer, false)) => {
             // A file or an iterator: the Python writer sends it, in a task.
-            let send = Py::new(py, Send { conn: conn.clone().unbind(), cycle: id.into(), ws: false })?;
-            let coro = server.runner.bind(py).call_method1(intern!(py, "stream"), (send, answer))?;
-            HttpConn::spawn(conn, &coro, None, None)
+            let send = Py::new(py, Send { stream: stream.clone_ref(py), ws: false })?;
+            let coro = stream.sink().runner(conn)?.call_method1(intern!(py, "stream"), (send, answer))?;
+            stream.sink().spawn(conn, &coro)
         }
         Err(e) => {
             if e.is_instance_of::<pyo3::exceptions::PyKeyboardInterrupt>(py) || e.is_instance_of::<pyo3::exceptions::PySystemExit>(py) {
                 return Err(e);
             }
-            server.log_error.call1(py, ("Exception in native handler\n", e.into_value(py)))?;
-            cycle::abandon(conn, id)
+            stream.sink().log_error(conn, "Exception in native handler\n".to_owned(), e.into_value(py).bind(py))?;
+            stream.sink().abandon(conn, stream.id())
         }
+    }
+}
+
+#[pymethods]
+impl Send {
+    /// Write a native handler's answer if it can be written natively (see `respond`):
+    /// `ringloop.server.native`'s writer asks it of the request's `send`.
+    fn _respond(&self, py: Python<'_>, answer: &Bound<'_, PyAny>) -> PyResult<bool> {
+        respond(py, &self.stream, answer)
     }
 }

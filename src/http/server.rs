@@ -14,7 +14,6 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
 use pyo3::{PyTraverseError, PyVisit};
 
-use super::conn::HttpConn;
 use super::proto::h1::{DateCache, Limits};
 use crate::eventloop::gil_cell::GilCell;
 use crate::reactor::sys::monotonic_ns;
@@ -128,7 +127,7 @@ pub struct ServerState {
     /// Connections keep their latest request for the watch (`watch.rs`).
     pub(crate) track_requests: AtomicBool,
     next_id: AtomicU64,
-    pub(crate) conns: GilCell<HashMap<u64, Py<HttpConn>>>,
+    pub(crate) conns: GilCell<HashMap<u64, Py<PyAny>>>,
     /// `--static-path-*`: directories served before the application (`files`), set once.
     pub(crate) files: std::sync::OnceLock<super::files::Mounts>,
 }
@@ -148,7 +147,7 @@ impl ServerState {
         Ok(f(Some(d.cache.value())))
     }
 
-    pub(crate) fn register(&self, py: Python<'_>, conn: Py<HttpConn>) -> PyResult<u64> {
+    pub(crate) fn register(&self, py: Python<'_>, conn: Py<PyAny>) -> PyResult<u64> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         self.conns.borrow_mut(py)?.insert(id, conn);
         Ok(id)
@@ -166,7 +165,7 @@ impl ServerState {
         self.max_requests == Some(n)
     }
 
-    fn snapshot(&self, py: Python<'_>) -> PyResult<Vec<Py<HttpConn>>> {
+    pub(crate) fn snapshot(&self, py: Python<'_>) -> PyResult<Vec<Py<PyAny>>> {
         Ok(self.conns.borrow(py)?.values().map(|c| c.clone_ref(py)).collect())
     }
 }
@@ -326,52 +325,6 @@ impl ServerState {
     #[getter]
     fn connections(&self, py: Python<'_>) -> PyResult<usize> {
         Ok(self.conns.borrow(py)?.len())
-    }
-
-    /// Close connections whose phase outlived its timeout (called by the server four times a
-    /// second). At most `max_cuts` are closed per call: `true` then means "call again soon".
-    /// Each close is tens of microseconds of kernel work (a 408, a FIN), so 1,000 slowloris
-    /// connections cut at once would stall every other connection for 50-100 ms; in batches
-    /// the requests in flight are served between them.
-    #[pyo3(signature = (max_cuts = usize::MAX))]
-    fn sweep(&self, py: Python<'_>, max_cuts: usize) -> PyResult<bool> {
-        let now = monotonic_ns();
-        let mut cuts = 0;
-        for c in self.snapshot(py)? {
-            if HttpConn::check_timeout(c.bind(py), now)? {
-                cuts += 1;
-                if cuts >= max_cuts {
-                    return Ok(true);
-                }
-            }
-        }
-        Ok(false)
-    }
-
-    /// Graceful shutdown, step one: every connection closes after its next response (which
-    /// says `connection: close`); one idle for `idle_grace` seconds closes now, a more recent
-    /// one when the sweep finds it idle that long (a client looping keep-alive requests sends
-    /// its next one well within it, and a close would race with it). Returns the connections
-    /// still open.
-    #[pyo3(signature = (idle_grace = 0.0))]
-    fn shutdown(&self, py: Python<'_>, idle_grace: f64) -> PyResult<usize> {
-        if idle_grace.is_nan() || idle_grace < 0.0 {
-            return Err(PyValueError::new_err(format!("idle_grace must be >= 0 seconds, got {idle_grace}")));
-        }
-        self.drain_idle.store((idle_grace * 1e9) as u64, Ordering::Relaxed);
-        self.shutting_down.store(true, Ordering::Relaxed);
-        for c in self.snapshot(py)? {
-            HttpConn::begin_shutdown(c.bind(py))?;
-        }
-        self.connections(py)
-    }
-
-    /// Graceful shutdown's deadline passed: close every connection now.
-    fn abort_all(&self, py: Python<'_>) -> PyResult<()> {
-        for c in self.snapshot(py)? {
-            HttpConn::abort(c.bind(py))?;
-        }
-        Ok(())
     }
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {

@@ -13,7 +13,7 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 use pyo3::intern;
 
 use super::asgi::Send;
-use super::cycle;
+use super::stream::message::ClientDisconnected;
 use super::native::Request;
 use super::proto::head::percent_decode;
 
@@ -170,13 +170,13 @@ impl Send {
     /// client that left meanwhile is not an error; invalid headers fail the response as an
     /// exception of the application's would (500, logged).
     pub(crate) fn wsgi_respond(&self, py: Python<'_>, status: u16, headers: &Bound<'_, PyAny>, body: &Bound<'_, PyBytes>) -> PyResult<()> {
-        let conn = self.conn.bind(py);
+        let (s, conn) = (&self.stream, self.stream.conn(py));
         let written = latin1_headers(py, headers)
-            .and_then(|h| cycle::record_start(conn, self.cycle(), status, Some(h.into_any().unbind())))
-            .and_then(|()| cycle::write_body(conn, self.cycle(), body, false));
+            .and_then(|h| s.sink().start(conn, s.id(), status, Some(h.into_any().unbind())))
+            .and_then(|()| s.sink().body(conn, s.id(), body, false));
         match written {
             Ok(()) => Ok(()),
-            Err(e) if e.is_instance_of::<cycle::ClientDisconnected>(py) => Ok(()),
+            Err(e) if e.is_instance_of::<ClientDisconnected>(py) => Ok(()),
             Err(e) => self.failed(py, &e.into_value(py).into_bound(py)),
         }
     }

@@ -30,6 +30,7 @@ import tomllib
 from collections.abc import Mapping
 from typing import Any
 
+from . import argtypes
 from .config import Config, ConfigError, load_env_file
 
 ENV_PREFIX = "RINGLOOP_"
@@ -209,7 +210,7 @@ def _from_toml(action: argparse.Action, value: Any) -> Any:
 
 def _scalar_from_toml(action: argparse.Action, value: Any) -> Any:
     kind = getattr(action.type, "__name__", None)
-    if _is_flag(action) or kind == "_boolean":
+    if _is_flag(action) or action.type is argtypes.boolean:
         if not isinstance(value, bool):
             raise _Bad(f"expected true or false, got {value!r}")
         return value
@@ -217,11 +218,11 @@ def _scalar_from_toml(action: argparse.Action, value: Any) -> Any:
         if isinstance(value, bool) or not isinstance(value, int):
             raise _Bad(f"expected an integer, got {value!r}")
         return _convert(action, str(value))
-    if kind == "_seconds":
+    if action.type is argtypes.seconds:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise _Bad(f"expected a number of seconds, got {value!r}")
         return _convert(action, str(value))
-    if kind == "_cert_reqs" and isinstance(value, int) and not isinstance(value, bool):
+    if action.type is argtypes.cert_reqs and isinstance(value, int) and not isinstance(value, bool):
         return _convert(action, str(value))
     if not isinstance(value, str):
         raise _Bad(f"expected a string, got {value!r}")

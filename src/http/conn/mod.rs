@@ -22,26 +22,30 @@
 //! - the request body is read from `h1` only when the application asks (`receive`): unread
 //!   body stays in `h1`'s buffer, and reading the socket pauses when it is full.
 
+pub(crate) mod cycle;
 mod files;
 mod lifecycle;
 mod output;
+mod registry;
+mod sink;
+mod start;
+pub(crate) mod watch;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use pyo3::prelude::*;
-use pyo3::types::{IntoPyDict, PyBytes};
+use pyo3::types::PyBytes;
 use pyo3::{intern, PyTraverseError, PyVisit};
 
+use self::cycle::Cycle;
 use super::asgi;
-use super::body::Collected;
-use super::host::{Host, RequestName};
-use super::native;
-use super::cycle::{self, Cycle};
+use super::host::Host;
 use super::request::{self, HeadCopy};
 use super::scope::ConnScope;
 use super::proto::h1::{After, Conn, Event, Phase, Stamp};
-use super::server::{Interface, ServerState};
-use super::watch::{self, Records};
+use super::server::ServerState;
+use super::stream::message::resolve;
+use self::watch::Records;
 use super::websocket::{self, WsState};
 use crate::eventloop::core::LoopCore;
 use crate::eventloop::flush::FlushAtEnd;
@@ -242,144 +246,6 @@ impl HttpConn {
             return Self::close_when_flushed(slf);
         }
         Self::linger_when_flushed(slf)
-    }
-
-    /// Start the application for the request whose head is `head`. `Ok(true)`: its response
-    /// is already complete (go on with the next request).
-    fn start(slf: &Bound<'_, Self>, head: HeadCopy) -> PyResult<bool> {
-        let py = slf.py();
-        let this = slf.get();
-        let server = this.server.get();
-        let id = {
-            let mut st = this.st.borrow_mut(py)?;
-            st.next_cycle += 1;
-            st.next_cycle
-        };
-        match server.interface {
-            Interface::Asgi if head.websocket && server.ws.is_some() => return websocket::asgi::start(slf, &head, id),
-            Interface::Asgi => {
-                let (scope, cycle) = asgi::request(slf, &head, id)?;
-                watch::note_start(this, py, id, &scope)?;
-                this.st.borrow_mut(py)?.cycle = Some(cycle);
-                let c = asgi::callables(slf, id)?;
-                match server.app.bind(py).call1((scope, c.receive.bind(py), c.send_fn.bind(py))) {
-                    // The app's own coroutine is the task's (no wrapper frame): how it ended is
-                    // read off the task (`asgi::watch`).
-                    Ok(coro) => Self::spawn(slf, &coro, Some(c.send.bind(py)), Some((head.method.bind(py), head.path.bind(py))))?,
-                    Err(e) => c.send.get().failed(py, &e.into_value(py).into_bound(py))?,
-                }
-                let old = this.st.borrow_mut(py)?.spare.replace(c);
-                drop(old);
-            }
-            Interface::Native | Interface::NativeAsync if head.websocket && server.ws_handler.is_some() => {
-                return websocket::native::start(slf, &head, id);
-            }
-            Interface::Native => {
-                let (request, mut cycle, _) = native::request(slf, &head, id, false)?;
-                watch::note_start(this, py, id, request.bind(py))?;
-                if head.has_body {
-                    // The handler gets the whole body: read it first (`collect`).
-                    cycle.pending = Some(request);
-                    cycle.collected = Some(Collected::new(py, head.body_len)?);
-                    this.st.borrow_mut(py)?.cycle = Some(cycle);
-                    return Self::collect(slf, id);
-                }
-                this.st.borrow_mut(py)?.cycle = Some(cycle);
-                native::call(slf, id, request.bind(py))?;
-            }
-            Interface::NativeAsync | Interface::Wsgi => {
-                let (request, cycle, send) = native::request(slf, &head, id, true)?;
-                watch::note_start(this, py, id, request.bind(py))?;
-                this.st.borrow_mut(py)?.cycle = Some(cycle);
-                let receive = request.get().receive_of(py);
-                if server.interface == Interface::Wsgi {
-                    let submit = server.wsgi_submit.as_ref().expect("a WSGI server has its bridge");
-                    submit.bind(py).call1((server.app.bind(py), request, receive, send))?;
-                } else {
-                    let coro = server.runner.bind(py).call_method1(intern!(py, "run_async"), (server.app.bind(py), request, receive, send))?;
-                    Self::spawn(slf, &coro, None, Some((head.method.bind(py), head.path.bind(py))))?;
-                }
-            }
-        }
-        Ok(this.st.borrow(py)?.cycle.is_none())
-    }
-
-    /// Run `coro` for the current request in the connection's host task (`host.rs`), or,
-    /// while a coroutine of an earlier request still runs there, in a task of its own whose
-    /// first step runs now. `send`: told how it ended (ASGI). `request`: the method and path
-    /// the host task is named after.
-    pub(crate) fn spawn(slf: &Bound<'_, Self>, coro: &Bound<'_, PyAny>, send: Option<&Bound<'_, asgi::Send>>, request: RequestName<'_, '_>) -> PyResult<()> {
-        let py = slf.py();
-        let this = slf.get();
-        let existing = this.st.borrow(py)?.host.as_ref().map(|h| h.clone_ref(py));
-        let host = match existing {
-            Some(h) => h,
-            None => {
-                // Made outside the state's borrow: allocating a GC object may run finalizers.
-                let h = Py::new(py, Host::new())?;
-                this.st.borrow_mut(py)?.host = Some(h.clone_ref(py));
-                h
-            }
-        };
-        if !host.get().busy(py)? {
-            watch::note_hosted(this, py)?;
-            return Host::run_first_step(host.bind(py), this.loop_(py), coro, send.map(|s| s.clone().unbind()), request);
-        }
-        let task = Self::spawn_task(slf, coro)?;
-        watch::note_spawned(this, py, &task)?;
-        if let Some(s) = send {
-            asgi::watch(s, &task)?;
-        }
-        Ok(())
-    }
-
-    /// Run `coro` as a task of its own whose first step runs now.
-    fn spawn_task<'py>(slf: &Bound<'py, Self>, coro: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
-        static EAGER: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-        let py = slf.py();
-        let loop_ = slf.get().loop_(py);
-        // A name given saves the task formatting its own ("Task-N", a printf per request).
-        let kw = [(intern!(py, "loop"), loop_.clone()), (intern!(py, "name"), intern!(py, "ringloop.http").clone().into_any())];
-        if *EAGER.get_or_init(|| py.version_info() >= (3, 12)) {
-            // The task runs its first step in its constructor (3.12's eager start).
-            let kw = kw.into_py_dict(py)?;
-            kw.set_item(intern!(py, "eager_start"), true)?;
-            return crate::py::asyncio_task(py)?.call((coro,), Some(&kw));
-        }
-        let task = crate::py::asyncio_task(py)?.call((coro,), Some(&kw.into_py_dict(py)?))?;
-        LoopCore::run_task_step_now(loop_.cast::<LoopCore>()?, &task)?;
-        Ok(task)
-    }
-
-    /// Read more of a synchronous native handler's body; call it once the body is whole.
-    /// `Ok(true)`: its response is already complete (go on with the next request).
-    fn collect(slf: &Bound<'_, Self>, id: u64) -> PyResult<bool> {
-        let py = slf.py();
-        let this = slf.get();
-        let drained = cycle::drain_body(slf, id, |c, d| {
-            if let Some(buf) = c.collected.as_mut() {
-                buf.push(py, d);
-            }
-        })?;
-        match drained {
-            cycle::Drained::Wait | cycle::Drained::Read { done: false } => Ok(false),
-            cycle::Drained::Disconnect => Ok(this.st.borrow(py)?.cycle.is_none()),
-            cycle::Drained::Read { done: true } => {
-                let ready = {
-                    let mut st = this.st.borrow_mut(py)?;
-                    let Some(c) = cycle::current(&mut st, id) else { return Ok(true) };
-                    match (c.pending.take(), c.collected.take()) {
-                        (Some(request), Some(body)) => Some((request, body)),
-                        _ => None,
-                    }
-                };
-                if let Some((request, body)) = ready {
-                    request.get().set_body(py, body.finish(py))?;
-                    native::call(slf, id, request.bind(py))?;
-                }
-                Ok(this.st.borrow(py)?.cycle.is_none())
-            }
-        }
     }
 
     /// A receive waits for body bytes that arrived: answer it now.
@@ -585,7 +451,7 @@ impl HttpConn {
             st.local = local;
             st.peer_trusted = peer_trusted;
         }
-        let id = server.register(py, slf.clone().unbind())?;
+        let id = server.register(py, slf.clone().into_any().unbind())?;
         this.id.store(id, Ordering::Relaxed);
         if server.shutting_down.load(Ordering::Relaxed) {
             Self::begin_shutdown(slf)?;
@@ -645,7 +511,7 @@ impl HttpConn {
             std::mem::take(&mut st.drain_waiters)
         };
         for w in waiters {
-            cycle::resolve(w.bind(py), py.None().bind(py))?;
+            resolve(w.bind(py), py.None().bind(py))?;
         }
         cycle::answer_receiver(slf)?;
         let id = this.id.swap(u64::MAX, Ordering::Relaxed);
@@ -683,7 +549,7 @@ impl HttpConn {
             (std::mem::take(&mut st.drain_waiters), websocket::open(&mut st).is_some())
         };
         for w in waiters {
-            cycle::resolve(w.bind(py), py.None().bind(py))?;
+            resolve(w.bind(py), py.None().bind(py))?;
         }
         if session {
             // A WebSocket session stops reading (and a native one delivering) while the

@@ -9,7 +9,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-use super::super::cycle;
+use super::cycle;
 use super::{ConnState, HttpConn};
 use super::super::proto::h1::{EncodeError, Stamp, CONTINUE};
 use crate::eventloop::core::LoopCore;

@@ -17,7 +17,8 @@ use pyo3::intern;
 use super::{handshake, read, Phase, Read, WsState};
 use crate::http::asgi::{Receive, Send};
 use crate::http::conn::HttpConn;
-use crate::http::cycle::{self, current, ready, ClientDisconnected};
+use crate::http::conn::cycle::{self, current};
+use crate::http::stream::message::{self, ready, resolve, ClientDisconnected};
 use crate::http::request::HeadCopy;
 use crate::http::proto::ws;
 
@@ -28,7 +29,7 @@ pub(crate) fn start(conn: &Bound<'_, HttpConn>, head: &HeadCopy, id: u64) -> PyR
     let py = conn.py();
     let this = conn.get();
     let server = this.server.get();
-    let (scope, cycle) = crate::http::asgi::request(conn, head, id)?;
+    let (scope, cycle) = HttpConn::asgi_request(conn, head, id)?;
     let mut cycle = cycle;
     cycle.websocket = true;
     this.st.borrow_mut(py)?.cycle = Some(cycle);
@@ -36,10 +37,10 @@ pub(crate) fn start(conn: &Bound<'_, HttpConn>, head: &HeadCopy, id: u64) -> PyR
         return Ok(this.st.borrow(py)?.cycle.is_none());
     };
     let scope = websocket_scope(&scope, &upgrade)?;
-    crate::http::watch::note_start(this, py, id, &scope)?;
+    crate::http::conn::watch::note_start(this, py, id, &scope)?;
     handshake::begin(conn, id, upgrade)?;
-    let receive = Py::new(py, Receive { conn: conn.clone().unbind(), cycle: id.into(), ws: true })?;
-    let send = Py::new(py, Send { conn: conn.clone().unbind(), cycle: id.into(), ws: true })?;
+    let receive = Py::new(py, Receive { stream: HttpConn::stream(conn, id), ws: true })?;
+    let send = Py::new(py, Send { stream: HttpConn::stream(conn, id), ws: true })?;
     match server.app.bind(py).call1((scope, receive, send.bind(py))) {
         Ok(coro) => HttpConn::spawn(conn, &coro, Some(send.bind(py)), None)?,
         Err(e) => send.get().failed(py, &e.into_value(py).into_bound(py))?,
@@ -185,7 +186,7 @@ pub(crate) fn answer_receiver(conn: &Bound<'_, HttpConn>) -> PyResult<()> {
         current(&mut st, id).and_then(|c| c.receive_waiter.take())
     };
     if let Some(w) = waiter {
-        cycle::resolve(w.bind(py), &msg)?;
+        resolve(w.bind(py), &msg)?;
     }
     Ok(())
 }
@@ -253,7 +254,7 @@ fn http_body(conn: &Bound<'_, HttpConn>, id: u64, msg: &Bound<'_, PyDict>) -> Py
     let py = conn.py();
     let body = match msg.get_item(intern!(py, "body"))? {
         None => PyBytes::new(py, b""),
-        Some(b) => cycle::body_bytes(b)?,
+        Some(b) => message::body_bytes(b)?,
     };
     let more = msg.get_item(intern!(py, "more_body"))?.map(|m| m.is_truthy()).transpose()?.unwrap_or(false);
     cycle::write_body(conn, id, &body, more)
@@ -268,7 +269,7 @@ fn accept(conn: &Bound<'_, HttpConn>, id: u64, msg: &Bound<'_, PyDict>) -> PyRes
         Some(s) => Some(s.extract().map_err(|_| PyTypeError::new_err("websocket.accept's 'subprotocol' must be a str or None"))?),
     };
     let fields = match msg.get_item(intern!(py, "headers"))? {
-        Some(h) if !h.is_none() => cycle::header_fields(&h)?,
+        Some(h) if !h.is_none() => message::header_fields(&h)?,
         _ => Vec::new(),
     };
     if handshake::switch(conn, id, subprotocol.as_deref(), &fields)? {

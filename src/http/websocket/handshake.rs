@@ -9,7 +9,7 @@ use pyo3::types::PyBytes;
 
 use super::{Phase, WsState};
 use crate::http::conn::HttpConn;
-use crate::http::cycle::{self, current, Cycle};
+use crate::http::conn::cycle::{self, current, Cycle};
 use crate::http::request::HeadCopy;
 use crate::http::proto::ws;
 use crate::reactor::sys::monotonic_ns;

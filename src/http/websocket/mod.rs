@@ -27,7 +27,7 @@ pub mod native;
 use pyo3::prelude::*;
 
 use super::conn::{ConnState, HttpConn};
-use super::cycle::{self, current};
+use super::conn::cycle::{self, current};
 use super::proto::ws;
 use crate::reactor::sys::monotonic_ns;
 

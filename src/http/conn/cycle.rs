@@ -1,8 +1,9 @@
-//! One request and its response, whatever the interface: the `Cycle` a connection holds from
+//! The driver's side of a stream, whatever the interface: the `Cycle` a connection holds from
 //! a request head until its response ends, reading the request body for the application
 //! (`poll_body`, `answer_receiver`), and writing the response (`record_start`, `write_head`,
 //! `write_body`, `end`, `abandon`, `end_with_error`). ASGI's `receive`/`send` (`asgi`), the
-//! native handler API (`native`) and the WSGI bridge all write through these.
+//! native handler API (`native`) and the WSGI bridge reach these through their `Stream`'s
+//! `Sink` (`sink.rs`).
 //!
 //! The head is held until the first body or the end of the loop iteration, whichever comes
 //! first: a head, a body known whole and its `content-length` leave together, and a response
@@ -12,24 +13,17 @@
 //! (framed by `h1`, not copied). `write_body` on a connection the client has closed raises
 //! `ClientDisconnected` (an `OSError`), as ASGI spec 2.4 asks.
 
-use pyo3::exceptions::{PyOSError, PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
-use pyo3::{intern, PyTraverseError, PyVisit};
+use pyo3::types::{PyBytes, PyString};
+use pyo3::{PyTraverseError, PyVisit};
 
-use super::body::Collected;
-use super::conn::{ConnState, HttpConn};
-use super::proto::h1::{After, Event};
-use super::request::HeadCopy;
-use super::stream::InFlight;
-
-pyo3::create_exception!(
-    _core,
-    ClientDisconnected,
-    PyOSError,
-    "Writing to a connection the client has closed (ASGI spec 2.4: an OSError subclass)."
-);
+use super::{ConnState, HttpConn};
+use crate::http::body::Collected;
+use crate::http::proto::h1::{After, Event};
+use crate::http::request::HeadCopy;
+use crate::http::stream::message::{body_message, disconnect, header_fields, resolve, ClientDisconnected, Got};
+use crate::http::stream::InFlight;
 
 /// Bodies at least this large are written from the application's own `bytes`.
 const COPY_BELOW: usize = 16 * 1024;
@@ -57,7 +51,7 @@ pub(crate) struct Cycle {
     /// Body arrived while `receive` waits (set by `conn`, acted on after its borrow).
     pub(crate) wake: bool,
     /// A synchronous native handler's request, waiting for its whole body (`collected`).
-    pub(crate) pending: Option<Py<super::native::Request>>,
+    pub(crate) pending: Option<Py<crate::http::native::Request>>,
     pub(crate) collected: Option<Collected>,
     /// The application has the `websocket` scope (`websocket`).
     pub(crate) websocket: bool,
@@ -104,75 +98,6 @@ impl Cycle {
 /// The cycle `id` of `st`, if it is still the current one.
 pub(crate) fn current(st: &mut ConnState, id: u64) -> Option<&mut Cycle> {
     st.cycle.as_mut().filter(|c| c.id == id)
-}
-
-/// The shared finished future `send` returns (see the module docs).
-pub(crate) fn done_future(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
-    static DONE: PyOnceLock<Py<Done>> = PyOnceLock::new();
-    Ok(DONE.get_or_try_init(py, || Py::new(py, Done))?.bind(py).clone().into_any())
-}
-
-/// An awaitable that is already finished with `None`: what `send` returns while the transport
-/// takes more. One object serves every call, and awaiting it allocates nothing (its iterator
-/// ends without raising), where a finished `Future` makes an iterator per `await`. `done()` and
-/// `result()` answer like a finished future's, for code that inspects what `send` returned.
-#[pyclass(module = "ringloop._core", frozen)]
-pub struct Done;
-
-#[pymethods]
-impl Done {
-    fn __await__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
-        slf
-    }
-
-    fn __iter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
-        slf
-    }
-
-    fn __next__(&self) -> Option<Py<PyAny>> {
-        None
-    }
-
-    fn done(&self) -> bool {
-        true
-    }
-
-    fn result(&self) {}
-}
-
-/// An awaitable already holding `value` (a `receive` message): a coroutine of
-/// `ringloop.server.asgi.ready`, which returns it at its first step.
-///
-/// Why a coroutine: an awaitable of our own returns its value by raising `StopIteration`
-/// from `__next__` (the await machinery of 3.11 and 3.12 asks a non-generator iterator for
-/// its next item), and making, normalizing and freeing that exception cost ~1,000
-/// instructions a `receive()`; a coroutine hands its return value back with no exception.
-/// uvicorn's `receive` is an `async def` too: awaiting it is what applications expect.
-pub(crate) fn ready<'py>(py: Python<'py>, _loop: &Bound<'py, PyAny>, value: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
-    static READY: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
-    READY.import(py, "ringloop.server.asgi", "ready")?.call1((value,))
-}
-
-/// Set `fut`'s result unless it is already done (cancelled by the application).
-pub(crate) fn resolve(fut: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>) -> PyResult<()> {
-    let py = fut.py();
-    if !fut.call_method0(intern!(py, "done"))?.is_truthy()? {
-        fut.call_method1(intern!(py, "set_result"), (value,))?;
-    }
-    Ok(())
-}
-
-pub(crate) fn disconnect(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
-    let d = PyDict::new(py);
-    d.set_item(intern!(py, "type"), intern!(py, "http.disconnect"))?;
-    Ok(d.into_any())
-}
-
-/// What `receive` found without waiting.
-pub(crate) enum Got {
-    Body(Py<PyBytes>, bool),
-    Disconnect,
-    Wait,
 }
 
 /// What `drain_body` found.
@@ -284,28 +209,6 @@ pub(crate) fn poll_body(conn: &Bound<'_, HttpConn>, id: u64) -> PyResult<Got> {
     })
 }
 
-/// An `http.request` message: a copy of a template holding an empty last body, with `body`
-/// and `more_body` set only when they differ (a copy clones the key table at once: an empty
-/// body's message costs a third of three insertions).
-pub(crate) fn body_message(py: Python<'_>, body: Py<PyBytes>, more: bool) -> PyResult<Bound<'_, PyAny>> {
-    static TEMPLATE: PyOnceLock<Py<PyDict>> = PyOnceLock::new();
-    let template = TEMPLATE.get_or_try_init(py, || -> PyResult<_> {
-        let d = PyDict::new(py);
-        d.set_item(intern!(py, "type"), intern!(py, "http.request"))?;
-        d.set_item(intern!(py, "body"), PyBytes::new(py, b""))?;
-        d.set_item(intern!(py, "more_body"), false)?;
-        Ok(d.unbind())
-    })?;
-    let d = template.bind(py).copy()?;
-    if !body.bind(py).as_bytes().is_empty() {
-        d.set_item(intern!(py, "body"), body)?;
-    }
-    if more {
-        d.set_item(intern!(py, "more_body"), true)?;
-    }
-    Ok(d.into_any())
-}
-
 /// A `receive` waits and something happened (body, EOF, response end, disconnect): answer it
 /// if it can be answered now.
 pub(crate) fn answer_receiver(conn: &Bound<'_, HttpConn>) -> PyResult<()> {
@@ -316,7 +219,7 @@ pub(crate) fn answer_receiver(conn: &Bound<'_, HttpConn>) -> PyResult<()> {
         _ => return Ok(()),
     };
     if websocket {
-        return super::websocket::asgi::answer_receiver(conn);
+        return crate::http::websocket::asgi::answer_receiver(conn);
     }
     let msg = match poll_body(conn, id)? {
         Got::Wait => return Ok(()),
@@ -337,7 +240,7 @@ pub(crate) fn answer_receiver(conn: &Bound<'_, HttpConn>) -> PyResult<()> {
 /// of the disconnect.
 pub(crate) fn cycle_over(py: Python<'_>, mut c: Cycle) -> PyResult<()> {
     if let Some(w) = c.receive_waiter.take() {
-        let msg = if c.websocket { super::websocket::asgi::disconnect(py, super::proto::ws::code::ABNORMAL, "")? } else { disconnect(py)? };
+        let msg = if c.websocket { crate::http::websocket::asgi::disconnect(py, crate::http::proto::ws::code::ABNORMAL, "")? } else { disconnect(py)? };
         resolve(w.bind(py), &msg)?;
     }
     Ok(())
@@ -483,6 +386,30 @@ pub(crate) fn write_body(conn: &Bound<'_, HttpConn>, id: u64, body: &Bound<'_, P
     Ok(())
 }
 
+/// `http.response.pathsend`: the head for a file of `size` bytes, its framing written; `false`
+/// when the cycle is over (nothing to send).
+pub(crate) fn write_file_head(conn: &Bound<'_, HttpConn>, id: u64, size: u64) -> PyResult<bool> {
+    let py = conn.py();
+    {
+        let mut st = conn.get().st.borrow_mut(py)?;
+        match current(&mut st, id) {
+            Some(c) if c.start_seen && !c.complete => c.sent += size,
+            Some(_) => return Err(PyRuntimeError::new_err("Expected ASGI message 'http.response.start', but got 'http.response.pathsend'.")),
+            None => return Ok(false),
+        }
+    }
+    if !write_head(conn, id, Some(size))? {
+        return Ok(false);
+    }
+    let framed = {
+        let mut st = conn.get().st.borrow_mut(py)?;
+        let st = &mut *st;
+        st.h1.frame_body(&mut st.out, size as usize).map_err(|e| PyValueError::new_err(format!("invalid response body: {e}")))?.is_some()
+    };
+    HttpConn::flush(conn)?;
+    Ok(framed)
+}
+
 /// End the response (the last chunk, if chunked) and go on.
 pub(crate) fn end(conn: &Bound<'_, HttpConn>, id: u64) -> PyResult<()> {
     let py = conn.py();
@@ -522,46 +449,4 @@ pub(crate) fn abandon(conn: &Bound<'_, HttpConn>, id: u64) -> PyResult<()> {
         return HttpConn::close_when_flushed(conn);
     }
     end_with_error(conn, id, 500, "application-error")
-}
-
-/// Response headers as `(name, value)` bytes pairs: a list or tuple of 2-tuples (what every
-/// framework sends) is read by index, anything else iterated.
-pub(crate) fn header_fields<'py>(headers: &Bound<'py, PyAny>) -> PyResult<Vec<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)>> {
-    let pair = |item: &Bound<'py, PyAny>| -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
-        let (n, v) = if let Ok(t) = item.cast::<PyTuple>() {
-            if t.len() != 2 {
-                return Err(PyValueError::new_err(format!("a response header must be a (name, value) pair, got {}", item.repr()?)));
-            }
-            (t.get_item(0)?, t.get_item(1)?)
-        } else {
-            let mut it = item.try_iter()?;
-            match (it.next().transpose()?, it.next().transpose()?, it.next().transpose()?) {
-                (Some(n), Some(v), None) => (n, v),
-                _ => return Err(PyValueError::new_err(format!("a response header must be a (name, value) pair, got {}", item.repr()?))),
-            }
-        };
-        let n = n.cast_into::<PyBytes>().map_err(|_| PyTypeError::new_err("response header names must be bytes"))?;
-        let v = v.cast_into::<PyBytes>().map_err(|_| PyTypeError::new_err("response header values must be bytes"))?;
-        Ok((n, v))
-    };
-    if let Ok(list) = headers.cast::<PyList>() {
-        return list.iter().map(|i| pair(&i)).collect();
-    }
-    if let Ok(t) = headers.cast::<PyTuple>() {
-        return t.iter().map(|i| pair(&i)).collect();
-    }
-    headers.try_iter()?.map(|i| pair(&i?)).collect()
-}
-
-/// A response body as `bytes` (`bytearray` and `memoryview` copied once).
-pub(crate) fn body_bytes<'py>(obj: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
-    match obj.cast_into::<PyBytes>() {
-        Ok(b) => Ok(b),
-        Err(e) => {
-            let obj = e.into_inner();
-            let py = obj.py();
-            let v = pyo3::buffer::PyBuffer::<u8>::get(&obj).map_err(|_| PyTypeError::new_err("the response body must be bytes"))?;
-            Ok(PyBytes::new(py, &v.to_vec(py)?))
-        }
-    }
 }

@@ -27,8 +27,8 @@ use std::sync::atomic::Ordering;
 use pyo3::prelude::*;
 use pyo3::{PyTraverseError, PyVisit};
 
-use super::conn::HttpConn;
-use super::server::ServerState;
+use super::HttpConn;
+use crate::http::server::ServerState;
 use crate::reactor::sys::monotonic_ns;
 
 /// One request, as the watch needs it.
@@ -137,11 +137,11 @@ impl ServerState {
     /// Every open connection's records (see the module docs and `Row`). Called when a block
     /// is reported, never per request.
     fn _recent_requests(&self, py: Python<'_>) -> PyResult<Vec<Row>> {
-        let conns: Vec<(u64, Py<HttpConn>)> = self.conns.borrow(py)?.iter().map(|(id, c)| (*id, c.clone_ref(py))).collect();
+        let conns: Vec<(u64, Py<PyAny>)> = self.conns.borrow(py)?.iter().map(|(id, c)| (*id, c.clone_ref(py))).collect();
         let mut rows = Vec::new();
         for (id, conn) in conns {
             let (host, records) = {
-                let st = conn.get().st.borrow(py)?;
+                let st = conn.bind(py).cast::<HttpConn>()?.get().st.borrow(py)?;
                 let w = &st.watch;
                 let mut records: Vec<(&'static str, Option<Py<PyAny>>, Recent)> = Vec::new();
                 if let Some(r) = &w.latest {

@@ -1,0 +1,151 @@
+//! The connection's side of its streams: `Sink` for `HttpConn` (HTTP/1.1, one stream at a
+//! time), each call the `cycle` function of the stream's id.
+
+use pyo3::exceptions::PyRuntimeError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict};
+
+use super::cycle::{self, current};
+use super::HttpConn;
+use crate::http::server::Interface;
+use crate::http::stream::message::Got;
+use crate::http::stream::{Progress, Sink};
+use crate::http::websocket;
+
+/// The function table every stream of an `HttpConn` holds.
+pub(crate) static SINK: H1Sink = H1Sink;
+
+pub(crate) struct H1Sink;
+
+/// The connection a stream holds (always an `HttpConn`: only this module's `SINK` is given
+/// one).
+fn http<'a, 'py>(conn: &'a Bound<'py, PyAny>) -> &'a Bound<'py, HttpConn> {
+    debug_assert!(conn.is_instance_of::<HttpConn>());
+    // SAFETY: every `Stream` made with `SINK` holds an `HttpConn` (`HttpConn::stream`,
+    // `start.rs`, `websocket::asgi`): the cast cannot fail.
+    unsafe { conn.cast_unchecked::<HttpConn>() }
+}
+
+impl Sink for H1Sink {
+    fn poll_body(&self, conn: &Bound<'_, PyAny>, id: u64) -> PyResult<Got> {
+        cycle::poll_body(http(conn), id)
+    }
+
+    fn wait_body(&self, conn: &Bound<'_, PyAny>, id: u64, waiter: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let mut st = http(conn).get().st.borrow_mut(conn.py())?;
+        match current(&mut st, id) {
+            Some(c) if c.receive_waiter.is_none() => {
+                c.receive_waiter = Some(waiter.clone().unbind());
+                Ok(true)
+            }
+            Some(_) => Err(PyRuntimeError::new_err("receive() called while another receive() is waiting")),
+            None => Ok(false),
+        }
+    }
+
+    fn body_taken(&self, conn: &Bound<'_, PyAny>) -> PyResult<()> {
+        HttpConn::update_reading(http(conn))
+    }
+
+    fn start(&self, conn: &Bound<'_, PyAny>, id: u64, status: u16, headers: Option<Py<PyAny>>) -> PyResult<()> {
+        cycle::record_start(http(conn), id, status, headers)
+    }
+
+    fn body(&self, conn: &Bound<'_, PyAny>, id: u64, body: &Bound<'_, PyBytes>, more: bool) -> PyResult<()> {
+        cycle::write_body(http(conn), id, body, more)
+    }
+
+    fn file_head(&self, conn: &Bound<'_, PyAny>, id: u64, size: u64) -> PyResult<bool> {
+        cycle::write_file_head(http(conn), id, size)
+    }
+
+    fn end(&self, conn: &Bound<'_, PyAny>, id: u64) -> PyResult<()> {
+        cycle::end(http(conn), id)
+    }
+
+    fn abandon(&self, conn: &Bound<'_, PyAny>, id: u64) -> PyResult<()> {
+        cycle::abandon(http(conn), id)
+    }
+
+    fn progress(&self, conn: &Bound<'_, PyAny>, id: u64) -> PyResult<Option<Progress>> {
+        let mut st = http(conn).get().st.borrow_mut(conn.py())?;
+        Ok(current(&mut st, id).map(|c| Progress { started: c.started, complete: c.complete }))
+    }
+
+    fn write_blocked(&self, conn: &Bound<'_, PyAny>) -> PyResult<bool> {
+        http(conn).get().write_blocked(conn.py())
+    }
+
+    fn drained(&self, conn: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        HttpConn::drained(http(conn))
+    }
+
+    fn transport(&self, conn: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        http(conn).get().transport(conn.py())
+    }
+
+    fn is_lost(&self, conn: &Bound<'_, PyAny>) -> PyResult<bool> {
+        http(conn).get().is_lost(conn.py())
+    }
+
+    fn spawn(&self, conn: &Bound<'_, PyAny>, coro: &Bound<'_, PyAny>) -> PyResult<()> {
+        HttpConn::spawn(http(conn), coro, None, None)
+    }
+
+    fn app_name(&self, conn: &Bound<'_, PyAny>) -> &'static str {
+        match http(conn).get().server.get().interface {
+            Interface::Asgi => "ASGI callable",
+            Interface::Wsgi => "WSGI application",
+            _ => "native handler",
+        }
+    }
+
+    fn log_error(&self, conn: &Bound<'_, PyAny>, message: String, exc: &Bound<'_, PyAny>) -> PyResult<()> {
+        http(conn).get().server.get().log_error.call1(conn.py(), (message, exc)).map(drop)
+    }
+
+    fn runner<'py>(&self, conn: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        Ok(http(conn).get().server.get().runner.bind(conn.py()).clone())
+    }
+
+    fn loop_<'py>(&self, conn: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        Ok(http(conn).get().server.get().loop_.bind(conn.py()).clone())
+    }
+
+    fn ws_receive<'py>(&self, conn: &Bound<'py, PyAny>, id: u64) -> PyResult<Bound<'py, PyAny>> {
+        websocket::asgi::receive(http(conn), id)
+    }
+
+    fn ws_send(&self, conn: &Bound<'_, PyAny>, id: u64, ty: &str, msg: &Bound<'_, PyDict>) -> PyResult<()> {
+        websocket::asgi::send(http(conn), id, ty, msg)
+    }
+
+    /// An open session closes; one still in its handshake gets the 500 with a log line.
+    fn ws_ended(&self, conn: &Bound<'_, PyAny>, id: u64, error: bool) -> PyResult<bool> {
+        let py = conn.py();
+        let conn = http(conn);
+        let handshake = {
+            let mut st = conn.get().st.borrow_mut(py)?;
+            match st.ws.as_deref().filter(|w| w.cycle == id) {
+                None => return Ok(false),
+                Some(w) => {
+                    let h = matches!(w.phase, websocket::Phase::Handshake(_));
+                    if h {
+                        st.ws = None;
+                    }
+                    h
+                }
+            }
+        };
+        if !handshake {
+            websocket::app_ended(conn, id, error)?;
+            return Ok(true);
+        }
+        if !error {
+            let log = &conn.get().server.get().log_error;
+            log.call1(py, ("ASGI callable returned without sending handshake.", py.None()))?;
+        }
+        cycle::end_with_error(conn, id, 500, "websocket-no-handshake")?;
+        Ok(true)
+    }
+}

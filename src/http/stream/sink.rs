@@ -1,0 +1,73 @@
+//! `Sink`: what a stream asks of the connection that carries it. The driver (`conn`)
+//! implements it for its connection type; a `Stream` holds the connection as a plain object
+//! beside a `&'static dyn Sink` (a function table, as the stream transport's `NativeSink`),
+//! so that no interface names the driver, and one driver may carry many streams (HTTP/2).
+//!
+//! Every call names its stream by `id`: a call for a stream that is over (its response ended,
+//! its connection lost) is answered as such (`Ok(false)`, `None`, `Got::Disconnect` or
+//! `ClientDisconnected`), never applied to the connection's next stream.
+
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict};
+
+use super::message::Got;
+
+/// Where a stream's response stands (see `Sink::progress`).
+#[derive(Clone, Copy)]
+pub(crate) struct Progress {
+    /// Bytes of the response head were produced.
+    pub(crate) started: bool,
+    /// The response ended.
+    pub(crate) complete: bool,
+}
+
+pub(crate) trait Sink: Sync {
+    /// Request body: what is buffered (answering `Expect: 100-continue` first), or `Wait`.
+    fn poll_body(&self, conn: &Bound<'_, PyAny>, id: u64) -> PyResult<Got>;
+    /// A `receive` waits on `waiter` (a future) for body or the end; `false`: the stream is
+    /// over (answer the disconnect now). Raises if another `receive` already waits.
+    fn wait_body(&self, conn: &Bound<'_, PyAny>, id: u64, waiter: &Bound<'_, PyAny>) -> PyResult<bool>;
+    /// Body was consumed: reading may resume (back-pressure).
+    fn body_taken(&self, conn: &Bound<'_, PyAny>) -> PyResult<()>;
+
+    /// The response's status and fields (`headers`: the application's object), written with
+    /// the first body or at the end of the loop iteration.
+    fn start(&self, conn: &Bound<'_, PyAny>, id: u64, status: u16, headers: Option<Py<PyAny>>) -> PyResult<()>;
+    /// Body bytes (`more`: not the last), behind the head.
+    fn body(&self, conn: &Bound<'_, PyAny>, id: u64, body: &Bound<'_, PyBytes>, more: bool) -> PyResult<()>;
+    /// The head of a response whose body is a file of `size` bytes, sent by the caller
+    /// through the transport; `false` when the stream is over (nothing to send).
+    fn file_head(&self, conn: &Bound<'_, PyAny>, id: u64, size: u64) -> PyResult<bool>;
+    /// The response ended (after `file_head`).
+    fn end(&self, conn: &Bound<'_, PyAny>, id: u64) -> PyResult<()>;
+    /// The application ended the stream unfinished: 500 if nothing was written, else the
+    /// connection closes.
+    fn abandon(&self, conn: &Bound<'_, PyAny>, id: u64) -> PyResult<()>;
+    /// Where the response stands; `None` once the stream is over.
+    fn progress(&self, conn: &Bound<'_, PyAny>, id: u64) -> PyResult<Option<Progress>>;
+
+    /// The connection's buffer is above its high-water mark: `send` waits (`drained`).
+    fn write_blocked(&self, conn: &Bound<'_, PyAny>) -> PyResult<bool>;
+    /// A future resolved when the connection's buffer drained.
+    fn drained(&self, conn: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>>;
+    /// The asyncio transport (for `loop.sendfile`), `None` once the connection is gone.
+    fn transport(&self, conn: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>>;
+    fn is_lost(&self, conn: &Bound<'_, PyAny>) -> PyResult<bool>;
+    /// Run `coro` for this stream in the connection's task.
+    fn spawn(&self, conn: &Bound<'_, PyAny>, coro: &Bound<'_, PyAny>) -> PyResult<()>;
+    /// What the application is called in logs ("ASGI callable", …).
+    fn app_name(&self, conn: &Bound<'_, PyAny>) -> &'static str;
+    /// The server's error log (`log_error(message, exc)`).
+    fn log_error(&self, conn: &Bound<'_, PyAny>, message: String, exc: &Bound<'_, PyAny>) -> PyResult<()>;
+    /// The server's Python runner (`ringloop.server.asgi`'s `run_asgi` helpers).
+    fn runner<'py>(&self, conn: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>>;
+    fn loop_<'py>(&self, conn: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>>;
+
+    /// WebSocket (a session over the stream's upgraded channel): ASGI's `receive`.
+    fn ws_receive<'py>(&self, conn: &Bound<'py, PyAny>, id: u64) -> PyResult<Bound<'py, PyAny>>;
+    /// ASGI's `send` of a `websocket.*` message of type `ty`.
+    fn ws_send(&self, conn: &Bound<'_, PyAny>, id: u64, ty: &str, msg: &Bound<'_, PyDict>) -> PyResult<()>;
+    /// The application ended (`error`: it raised): `true` if the session took it, `false`
+    /// when the upgrade was denied and the stream is an HTTP one.
+    fn ws_ended(&self, conn: &Bound<'_, PyAny>, id: u64, error: bool) -> PyResult<bool>;
+}
