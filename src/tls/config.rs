@@ -56,6 +56,9 @@ pub struct Options {
     pub min_version: Option<String>,
     /// ALPN protocols offered, in preference order.
     pub alpn: Vec<Vec<u8>>,
+    /// The secret the workers of one server share for session tickets (`tickets`); `None`:
+    /// keys of this process's own (rustls's ticketer).
+    pub ticket_secret: Option<Vec<u8>>,
 }
 
 /// A built configuration: rustls's, and the server certificate for the ASGI `tls` extension.
@@ -128,7 +131,10 @@ pub fn build(opts: &Options) -> Result<Config, ConfigError> {
     let mut cfg = builder.with_cert_resolver(resolver);
     cfg.alpn_protocols = opts.alpn.clone();
     cfg.session_storage = ServerSessionMemoryCache::new(SESSION_CACHE);
-    cfg.ticketer = rustls::crypto::aws_lc_rs::Ticketer::new().map_err(|e| ConfigError(format!("TLS session tickets: {e}")))?;
+    cfg.ticketer = match &opts.ticket_secret {
+        Some(secret) => Arc::new(super::tickets::SharedTicketer::new(secret).map_err(|e| ConfigError(format!("TLS session tickets: {e}")))?),
+        None => rustls::crypto::aws_lc_rs::Ticketer::new().map_err(|e| ConfigError(format!("TLS session tickets: {e}")))?,
+    };
     cfg.send_tls13_tickets = 1;
     Ok(Config { rustls: Arc::new(cfg), server_cert })
 }

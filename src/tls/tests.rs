@@ -38,6 +38,7 @@ fn options(f: &Files) -> Options {
         crls: Vec::new(),
         min_version: None,
         alpn: vec![b"http/1.1".to_vec()],
+        ticket_secret: None,
     }
 }
 
