@@ -30,7 +30,7 @@ class TlsObject:
         return self._io.tls_info() or (None, None, None, [], None)
 
     def version(self) -> str | None:
-        """"TLSv1.3" or "TLSv1.2" (None before the handshake decided)."""
+        """ "TLSv1.3" or "TLSv1.2" (None before the handshake decided)."""
         return self._info()[0]
 
     def cipher(self) -> tuple[str, str, int] | None:

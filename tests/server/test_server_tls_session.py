@@ -28,7 +28,12 @@ def pki(tmp_path_factory):
     ca = trustme.CA()
     server = ca.issue_cert(HOST)
     client = ca.issue_cert("client@example.com", common_name="client one")
-    files = {"ca": d / "ca.pem", "key": d / "key.pem", "cert": d / "cert.pem", "client": d / "client.pem"}
+    files = {
+        "ca": d / "ca.pem",
+        "key": d / "key.pem",
+        "cert": d / "cert.pem",
+        "client": d / "client.pem",
+    }
     ca.cert_pem.write_to_path(str(files["ca"]))
     server.private_key_pem.write_to_path(str(files["key"]))
     server.cert_chain_pems[0].write_to_path(str(files["cert"]))
@@ -66,7 +71,9 @@ class Seen:
 def get(port: int, ctx: ssl.SSLContext, path: str, session=None) -> tuple[dict, Seen]:
     """GET `path` on a new connection (offering `session`); the JSON body and the client's
     view of the connection. The body is read to the end (`Connection: close`)."""
-    s = ctx.wrap_socket(socket.create_connection((HOST, port), timeout=10), server_hostname=HOST, session=session)
+    s = ctx.wrap_socket(
+        socket.create_connection((HOST, port), timeout=10), server_hostname=HOST, session=session
+    )
     s.sendall(f"GET {path} HTTP/1.1\r\nHost: {HOST}\r\nConnection: close\r\n\r\n".encode())
     data = b""
     while True:

@@ -8,7 +8,6 @@ import asyncio
 import ssl
 
 import pytest
-
 from ringloop import _core
 
 trustme = pytest.importorskip("trustme")
@@ -20,7 +19,12 @@ def pki(tmp_path_factory):
     ca = trustme.CA()
     server = ca.issue_cert("127.0.0.1")
     client = ca.issue_cert("client@example.com", common_name="client one")
-    files = {"ca": d / "ca.pem", "key": d / "key.pem", "cert": d / "cert.pem", "client": d / "client.pem"}
+    files = {
+        "ca": d / "ca.pem",
+        "key": d / "key.pem",
+        "cert": d / "cert.pem",
+        "client": d / "client.pem",
+    }
     ca.cert_pem.write_to_path(str(files["ca"]))
     server.private_key_pem.write_to_path(str(files["key"]))
     server.cert_chain_pems[0].write_to_path(str(files["cert"]))
@@ -55,7 +59,9 @@ class Recorder(asyncio.Protocol):
         t.write(b"ok")
 
 
-@pytest.mark.only_kinds("ringloop-io_uring", "ringloop-epoll", reason="_core.TlsConfig is ringloop's TLS")
+@pytest.mark.only_kinds(
+    "ringloop-io_uring", "ringloop-epoll", reason="_core.TlsConfig is ringloop's TLS"
+)
 @pytest.mark.parametrize("client_cert", [False, True], ids=["no-client-cert", "client-cert"])
 def test_ssl_object_matches_the_client(loop, pki, client_cert):
     cfg = _core.TlsConfig(
@@ -79,7 +85,12 @@ def test_ssl_object_matches_the_client(loop, pki, client_cert):
         assert await reader.readexactly(2) == b"ok"
         got = await seen
         client = writer.get_extra_info("ssl_object")
-        mine = (client.version(), client.cipher(), client.selected_alpn_protocol(), client.getpeercert(True))
+        mine = (
+            client.version(),
+            client.cipher(),
+            client.selected_alpn_protocol(),
+            client.getpeercert(True),
+        )
         writer.close()
         server.close()
         await server.wait_closed()
@@ -105,7 +116,12 @@ def test_cleartext_transport_has_no_ssl_object(loop):
 
         class P(asyncio.Protocol):
             def connection_made(self, transport):
-                seen.set_result((transport.get_extra_info("ssl_object"), transport.get_extra_info("cipher", "none")))
+                seen.set_result(
+                    (
+                        transport.get_extra_info("ssl_object"),
+                        transport.get_extra_info("cipher", "none"),
+                    )
+                )
 
         server = await loop.create_server(P, "127.0.0.1", 0)
         port = server.sockets[0].getsockname()[1]
