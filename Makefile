@@ -11,7 +11,7 @@ RUST_SRC := $(shell find src -name '*.rs') Cargo.toml pyproject.toml
 export PYTHONDONTWRITEBYTECODE := 1
 
 .DEFAULT_GOAL := help
-.PHONY: help demo test test-rust test-fuzz fuzz test-py test-bound test-py314 test-py314-ci test-py315 stress bench lint build clean autobahn wheel test-wheel
+.PHONY: help demo test test-rust test-fuzz fuzz test-py test-bound test-server-tls test-py314 test-py314-ci test-py315 stress bench lint build clean autobahn wheel test-wheel
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -82,6 +82,19 @@ test-py: $(BUILT) ## pytest: behaviour, conformance (CPython's test_asyncio, Aut
 
 test-bound: $(BUILT) ## the io_uring loop, transport and conformance tests again on thread-bound loops
 	RINGLOOP_REQUIRE=1 RINGLOOP_THREAD_BOUND=1 $(PY) -m pytest -q -p no:cacheprovider -k io_uring tests/loop tests/transport tests/conformance
+
+# The server suites again over TLS (tests/server/srv_harness.py's SRV_TLS mode). Deselected:
+# the tests that check cleartext itself (scheme "http", no `tls` extension, HTTPS absent from
+# the environ, a TCP half-close inside a head, which TLS has no such thing as).
+TLS_SUITES := tests/server/test_server_protocol.py tests/server/test_server_asgi.py \
+	tests/server/test_server_wsgi.py tests/server/test_server_native.py tests/server/test_server_rejects.py
+TLS_CLEARTEXT_ONLY := test_server_asgi.py::test_scope_keys_and_types test_server_asgi.py::test_proxy_headers \
+	test_server_wsgi.py::test_environ test_server_native.py::test_request_fields \
+	test_server_rejects.py::test_connection_closed_mid_head_gets_no_response
+
+test-server-tls: $(BUILT) ## the HTTP server suites (ringloop and the references) over TLS
+	SRV_TLS=1 RINGLOOP_REQUIRE=1 $(PY) -m pytest -q -p no:cacheprovider $(TLS_SUITES) \
+		$(addprefix --deselect tests/server/,$(TLS_CLEARTEXT_ONLY))
 
 # CPython 3.14 and 3.15 from Debian sid's packages, in a chroot cached outside the checkout
 # (scripts/sid-chroot.sh; RINGLOOP_SID_CHROOT moves it). PY314_TESTS/PY315_TESTS pick the paths.

@@ -31,6 +31,7 @@ fn config() -> &'static Arc<rustls::ServerConfig> {
             crls: Vec::new(),
             min_version: None,
             alpn: vec![b"http/1.1".to_vec()],
+            ticket_secret: None,
         };
         tls::build(&opts).unwrap().rustls
     })

@@ -173,7 +173,7 @@ class StreamIO:
     def tls_extension(self) -> dict[str, Any] | None: ...
     def tls_info(
         self,
-    ) -> tuple[str | None, str | None, str | None, list[bytes], str | None] | None: ...
+    ) -> tuple[str | None, tuple[str, int] | None, str | None, list[bytes], str | None] | None: ...
 
 @final
 class TlsConfig:
@@ -191,6 +191,7 @@ class TlsConfig:
         crls: list[str | os.PathLike[str]] = ...,
         min_version: str | None = None,
         alpn: list[str] = ...,
+        ticket_secret: bytes | None = None,
     ) -> TlsConfig: ...
 
 @final

@@ -35,7 +35,7 @@ from asyncio import BufferedProtocol, constants, selector_events, sslproto, task
 from asyncio.log import logger
 from typing import NamedTuple
 
-from . import _core
+from . import _core, _tls_info
 
 _Base = selector_events._SelectorSocketTransport
 # 3.15's transports, `_start_serving` and `_accept_connection2` take the protocol's `context`.
@@ -158,15 +158,15 @@ class StreamTransport(_Base):
             self.close()
 
     def get_extra_info(self, name, default=None):
-        if name in ("ssl_object", "sslcontext", "peercert", "cipher", "compression"):
-            info = self._io.tls_info()
-            if info is None:
-                return super().get_extra_info(name, default)
-            if name == "cipher":
-                return (info[1], info[0], None)
-            if name == "peercert":
-                return info[3][0] if info[3] else default
-            return default
+        if self._tls and name in ("ssl_object", "peercert", "cipher", "compression"):
+            obj = _tls_info.TlsObject(self._io)
+            value = {
+                "ssl_object": lambda: obj,
+                "peercert": obj.getpeercert,
+                "cipher": obj.cipher,
+                "compression": obj.compression,
+            }[name]()
+            return default if value is None else value
         return super().get_extra_info(name, default)
 
     # -- edges the native side calls back into --------------------------------------------------

@@ -40,6 +40,8 @@ pub struct Request {
     pub(super) receive: Option<Py<Receive>>,
     /// The request has a body (Content-Length > 0 or chunked).
     pub(super) has_body: bool,
+    /// The connection's transport: WSGI's environ reads the TLS session's details from it.
+    pub(super) io: Option<Py<crate::transport::stream::StreamIO>>,
 }
 
 /// A native handler's answer: `Response(status=200, headers=None, body=b"")`. `headers` is a
@@ -103,6 +105,7 @@ impl Request {
             body: GilCell::new(None),
             receive,
             has_body: head.has_body,
+            io: st.io().map(|io| io.clone_ref(py)),
         })
     }
 
@@ -232,6 +235,7 @@ impl Request {
         visit.call(&self.client)?;
         visit.call(&self.server)?;
         visit.call(&self.receive)?;
+        visit.call(&self.io)?;
         if let Some(h) = self.headers.try_borrow_unattached() {
             visit.call(&*h)?;
         }

@@ -118,6 +118,9 @@ impl Request {
         if self.scheme.bind(py).to_str()? == "https" {
             env.set_item(intern!(py, "HTTPS"), intern!(py, "on"))?;
         }
+        if let Some(io) = &self.io {
+            io.get().tls_environ(py, &env)?;
+        }
         env.set_item(intern!(py, "wsgi.input"), input)?;
         if let Some((host, port)) = address_strings(self.client.bind(py))? {
             env.set_item(intern!(py, "REMOTE_ADDR"), host)?;

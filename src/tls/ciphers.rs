@@ -43,6 +43,16 @@ fn openssl_name(iana: &str) -> Option<String> {
     Some(format!("ECDHE-{kx}-{cipher}"))
 }
 
+/// The name OpenSSL (and so Python's `ssl`, mod_ssl's `SSL_CIPHER`) gives a negotiated suite:
+/// `TLS_AES_256_GCM_SHA384`, `ECDHE-RSA-AES128-GCM-SHA256`.
+pub fn openssl_cipher_name(suite: rustls::CipherSuite) -> String {
+    let iana = suite.as_str().unwrap_or_default();
+    if let Some(short) = iana.strip_prefix("TLS13_") {
+        return format!("TLS_{short}");
+    }
+    openssl_name(iana).unwrap_or_else(|| iana.to_string())
+}
+
 fn names(s: &SupportedCipherSuite) -> Vec<String> {
     let iana = s.suite().as_str().unwrap_or_default().to_string();
     let mut v = vec![iana.to_ascii_uppercase()];

@@ -14,12 +14,14 @@
 //!   the flight that completes it.
 //!
 //! `config` builds rustls's configuration from the command line's PEM files; `keys` reads
-//! them; `error` is the one-line error both make; `ciphers` maps OpenSSL cipher names onto rustls's suites.
+//! them; `error` is the one-line error both make; `ciphers` maps OpenSSL cipher names onto rustls's suites; `tickets` seals session
+//! tickets with keys every worker of one server derives from a shared secret.
 
 pub mod ciphers;
 pub mod config;
 pub mod error;
 pub mod keys;
+pub mod tickets;
 
 use std::io::{BufRead, Read, Write};
 use std::sync::Arc;
@@ -158,6 +160,24 @@ impl Session {
     pub fn version(&self) -> Option<(u16, &'static str)> {
         let v = self.conn.protocol_version()?;
         Some((u16::from(v), v.as_str().unwrap_or("TLS")))
+    }
+
+    /// The protocol version as OpenSSL names it ("TLSv1.3"), as Python's `ssl` and mod_ssl's
+    /// `SSL_PROTOCOL` do.
+    pub fn version_name(&self) -> Option<&'static str> {
+        Some(match u16::from(self.conn.protocol_version()?) {
+            0x0304 => "TLSv1.3",
+            0x0303 => "TLSv1.2",
+            _ => "TLS",
+        })
+    }
+
+    /// The negotiated suite as OpenSSL names it, and its key size in bits.
+    pub fn cipher_openssl(&self) -> Option<(String, u32)> {
+        let s = self.conn.negotiated_cipher_suite()?.suite();
+        let name = ciphers::openssl_cipher_name(s);
+        let bits = if name.contains("AES128") || name.contains("AES_128") { 128 } else { 256 };
+        Some((name, bits))
     }
 
     /// The negotiated cipher suite as its wire number and its IANA name.

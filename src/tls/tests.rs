@@ -38,6 +38,7 @@ fn options(f: &Files) -> Options {
         crls: Vec::new(),
         min_version: None,
         alpn: vec![b"http/1.1".to_vec()],
+        ticket_secret: None,
     }
 }
 
@@ -85,7 +86,10 @@ fn handshake_data_both_ways_and_session_info() {
     handshake(&mut c, &mut s).unwrap();
     assert_eq!(s.alpn(), Some(&b"http/1.1"[..]));
     assert_eq!(s.version(), Some((0x0304, "TLSv1_3")));
-    assert!(s.cipher_suite().unwrap().1.starts_with("TLS13_"));
+    // The server's preference (AES-128-GCM), though rustls's client lists AES-256 first.
+    assert_eq!(s.cipher_suite().unwrap().1, "TLS13_AES_128_GCM_SHA256");
+    assert_eq!(s.version_name(), Some("TLSv1.3"));
+    assert_eq!(s.cipher_openssl(), Some(("TLS_AES_128_GCM_SHA256".to_string(), 128)));
     assert!(s.peer_certificates().is_none());
     // A request in, split at every byte boundary the client's record allows.
     c.writer().write_all(b"GET / HTTP/1.1\r\n\r\n").unwrap();

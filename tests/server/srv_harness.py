@@ -11,6 +11,10 @@
   strict HTTP/1.1 response reader (RFC 9112 §6.3 framing: no body for HEAD, 1xx, 204, 304;
   Content-Length; chunked with trailers; else until close) that never guesses.
 * `wait_until()`: poll a condition with a deadline; nothing in this suite sleeps for luck.
+* `SRV_TLS=1` runs the suite over TLS: every server a test starts without TLS settings of
+  its own gets a certificate for 127.0.0.1 (trustme's CA, which `SSL_CERT_FILE` makes the
+  test process's clients trust), `Raw` speaks TLS to it and `url()` is https. The behaviour
+  checked is the same; `make test-server-tls` runs the suites that hold over TLS this way.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import re
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 from collections.abc import Iterable, Sequence
@@ -40,6 +45,42 @@ PYTHON = sys.executable
 LONG = os.environ.get("RINGLOOP_LONG") == "1"
 
 MiB = 1024 * 1024
+
+# -- the suite over TLS (see the module docs) -----------------------------------------------------
+
+TLS_MODE = os.environ.get("SRV_TLS") == "1"
+_tls_files: dict[str, str] = {}
+
+
+def tls_files() -> dict[str, str]:
+    """A CA and a server certificate for 127.0.0.1, made once per test process; the CA is
+    what `SSL_CERT_FILE` points this process's TLS clients at (httpx, urllib, `Raw`)."""
+    if not _tls_files:
+        import tempfile
+
+        import trustme
+
+        d = Path(tempfile.mkdtemp(prefix="srv-tls-"))
+        ca = trustme.CA()
+        cert = ca.issue_cert(HOST, "localhost")
+        ca.cert_pem.write_to_path(str(d / "ca.pem"))
+        cert.private_key_pem.write_to_path(str(d / "key.pem"))
+        cert.cert_chain_pems[0].write_to_path(str(d / "cert.pem"))
+        _tls_files.update(ca=str(d / "ca.pem"), key=str(d / "key.pem"), cert=str(d / "cert.pem"))
+        os.environ["SSL_CERT_FILE"] = _tls_files["ca"]
+    return _tls_files
+
+
+def with_tls(settings: dict[str, Any]) -> dict[str, Any]:
+    """`settings` with the suite's certificate in TLS mode (unless the test brought its own)."""
+    if not TLS_MODE or "ssl_certfile" in settings:
+        return settings
+    files = tls_files()
+    return {**settings, "ssl_certfile": files["cert"], "ssl_keyfile": files["key"]}
+
+
+def client_tls_context() -> ssl.SSLContext:
+    return ssl.create_default_context(cafile=tls_files()["ca"])
 
 
 # -- what serves ----------------------------------------------------------------------------------
@@ -132,6 +173,8 @@ _GUNICORN_FLAGS = {
     "limit_request_headers": "--limit-request-fields",
     "limit_request_header_size": "--limit-request-field_size",
     "timeout_keep_alive": "--keep-alive",
+    "ssl_certfile": "--certfile",
+    "ssl_keyfile": "--keyfile",
 }
 
 
@@ -197,7 +240,8 @@ class ServerProc:
         self.kind = kind
         self.app = app
         self.interface = interface
-        self.settings = dict(settings or {})
+        self.settings = with_tls(dict(settings or {}))
+        self.tls = "ssl_certfile" in self.settings
         self.port = free_port()
         self.argv = argv(kind, app, interface, self.port, dict(self.settings))
         log_dir.mkdir(parents=True, exist_ok=True)
@@ -295,10 +339,10 @@ class ServerProc:
     # -- requests -----------------------------------------------------------------------------
 
     def raw(self, timeout: float = 10.0) -> Raw:
-        return Raw(self.port, timeout)
+        return Raw(self.port, timeout, tls=self.tls)
 
     def url(self, path: str = "/") -> str:
-        return f"http://{HOST}:{self.port}{path}"
+        return f"{'https' if self.tls else 'http'}://{HOST}:{self.port}{path}"
 
 
 def _children(pid: int) -> list[int]:
@@ -387,9 +431,11 @@ class Incomplete(Exception):
 class Raw:
     """A raw-socket HTTP/1.1 client: send any bytes, read responses strictly."""
 
-    def __init__(self, port: int, timeout: float = 10.0) -> None:
+    def __init__(self, port: int, timeout: float = 10.0, *, tls: bool = False) -> None:
         self.sock = socket.create_connection((HOST, port), timeout=timeout)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if tls:
+            self.sock = client_tls_context().wrap_socket(self.sock, server_hostname=HOST)
         self.timeout = timeout
         self.buf = b""
         self.eof = False
@@ -421,7 +467,10 @@ class Raw:
         self.sock.settimeout(self.timeout if timeout is None else timeout)
         try:
             data = self.sock.recv(1 << 20)
-        except ConnectionResetError:
+        except (ConnectionResetError, BrokenPipeError):
+            data = b""
+        except (ssl.SSLEOFError, ssl.SSLZeroReturnError):
+            # Over TLS: a close without close_notify (an abort), or with it: an end.
             data = b""
         except TimeoutError:
             raise Incomplete("timed out waiting for the server", self.buf) from None

@@ -28,6 +28,13 @@ class ConfigError(ValueError):
     """A setting has a value the server cannot use (the message names it)."""
 
 
+# The secret the session tickets of every worker of this server are sealed with (see
+# `src/tls/tickets.rs`): made when this module is first imported, which is in the process that
+# forks the workers (our supervisor, gunicorn's arbiter), so a ticket one worker issued
+# resumes on any other. It lives only in memory: a restarted server issues new tickets.
+_TICKET_SECRET = os.urandom(32)
+
+
 @dataclass
 class Config:
     """What one server runs and how (see `ringloop serve --help` for each setting)."""
@@ -213,6 +220,7 @@ class Config:
                 ciphers=self.ssl_ciphers or None,
                 crls=list(self.ssl_crl),
                 min_version=self.ssl_protocol_min,
+                ticket_secret=_TICKET_SECRET,
             )
         except ValueError as exc:
             raise ConfigError(str(exc)) from None

@@ -64,6 +64,10 @@ fn websocket_scope<'py>(http: &Bound<'py, PyDict>, upgrade: &ws::Upgrade) -> PyR
     http.set_item(intern!(py, "subprotocols"), PyList::new(py, protocols)?)?;
     let extensions = PyDict::new(py);
     extensions.set_item(intern!(py, "websocket.http.response"), PyDict::new(py))?;
+    // The connection's ASGI `tls` extension (`ConnScope::with_tls`) carries over.
+    if let Some(tls) = http.get_item(intern!(py, "extensions"))?.map(|e| e.get_item(intern!(py, "tls"))).transpose().ok().flatten() {
+        extensions.set_item(intern!(py, "tls"), tls)?;
+    }
     http.set_item(intern!(py, "extensions"), extensions)?;
     Ok(http.clone())
 }

@@ -40,7 +40,7 @@ impl TlsConfig {
     /// Build from the flags; a problem is a `ValueError` of one line naming the flag, the file
     /// and the problem.
     #[new]
-    #[pyo3(signature = (certfile, keyfile, password=None, ca_certs=None, cert_reqs=0, ciphers=None, crls=Vec::new(), min_version=None, alpn=vec!["http/1.1".to_string()]))]
+    #[pyo3(signature = (certfile, keyfile, password=None, ca_certs=None, cert_reqs=0, ciphers=None, crls=Vec::new(), min_version=None, alpn=vec!["http/1.1".to_string()], ticket_secret=None))]
     #[allow(clippy::too_many_arguments)]
     fn py_new(
         py: Python<'_>,
@@ -53,6 +53,7 @@ impl TlsConfig {
         crls: Vec<PathBuf>,
         min_version: Option<String>,
         alpn: Vec<String>,
+        ticket_secret: Option<Vec<u8>>,
     ) -> PyResult<Self> {
         let client_auth = ClientAuth::from_int(cert_reqs).map_err(PyValueError::new_err)?;
         let opts = Options {
@@ -65,6 +66,7 @@ impl TlsConfig {
             crls,
             min_version,
             alpn: alpn.into_iter().map(String::into_bytes).collect(),
+            ticket_secret,
         };
         let built = py.detach(|| tls::build(&opts)).map_err(|e| PyValueError::new_err(e.0))?;
         let server_cert = pyo3::types::PyString::new(py, &tls::pem(&built.server_cert)).into_any().unbind();
@@ -76,6 +78,9 @@ impl TlsConfig {
 pub(super) struct TlsState {
     session: Session,
     server_cert: Py<PyAny>,
+    /// The WSGI environ's TLS keys, made on the first request after the handshake (they do
+    /// not change for the connection's life).
+    environ: Option<Py<PyDict>>,
     plain: Vec<u8>,
     out: Vec<u8>,
 }
@@ -194,7 +199,7 @@ impl StreamIO {
     /// Serve this connection with TLS (before its first read).
     fn enable_tls(&self, py: Python<'_>, config: &Bound<'_, TlsConfig>) -> PyResult<()> {
         let c = config.get();
-        let state = TlsState { session: Session::new(&c.cfg), server_cert: c.server_cert.clone_ref(py), plain: Vec::new(), out: Vec::new() };
+        let state = TlsState { session: Session::new(&c.cfg), server_cert: c.server_cert.clone_ref(py), environ: None, plain: Vec::new(), out: Vec::new() };
         self.st.borrow_mut(py)?.tls = Some(Box::new(state));
         Ok(())
     }
@@ -244,15 +249,67 @@ impl StreamIO {
         Ok(Some(d))
     }
 
-    /// Session details for `get_extra_info` and WSGI's environ: `None` without TLS, else
-    /// `(version name, cipher name, alpn or None, [client cert DER…], server name or None)`.
+    /// Session details for `get_extra_info` (`ringloop._streams.TlsObject`): `None` without
+    /// TLS, else `(version "TLSv1.3", (cipher OpenSSL name, bits), alpn, [client cert DER…],
+    /// server name)`, each part `None` (or empty) until the handshake decided it.
     fn tls_info<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
         let st = self.st.borrow(py)?;
         let Some(t) = st.tls.as_deref() else { return Ok(None) };
         let s = &t.session;
         let certs: Vec<Bound<'py, PyBytes>> = s.peer_certificates().unwrap_or_default().iter().map(|c| PyBytes::new(py, c)).collect();
         let alpn = s.alpn().map(|a| String::from_utf8_lossy(a).into_owned());
-        let v = (s.version().map(|v| v.1), s.cipher_suite().map(|c| c.1), alpn, certs, s.server_name().map(str::to_owned));
+        let v = (s.version_name(), s.cipher_openssl(), alpn, certs, s.server_name().map(str::to_owned));
         Ok(Some(v.into_pyobject(py)?.into_any()))
+    }
+}
+
+impl StreamIO {
+    /// Add this connection's TLS keys to a WSGI environ (mod_ssl's names, which WSGI
+    /// middleware reads): `HTTPS`, `SSL_PROTOCOL`, `SSL_CIPHER`, `SSL_CIPHER_USEKEYSIZE`,
+    /// `SSL_TLS_SNI`, and `SSL_CLIENT_VERIFY` with, when a client certificate was verified,
+    /// `SSL_CLIENT_CERT` (PEM), `SSL_CLIENT_S_DN` and `SSL_CLIENT_CERT_CHAIN_n`. Nothing
+    /// without TLS.
+    pub fn tls_environ(&self, py: Python<'_>, env: &Bound<'_, PyDict>) -> PyResult<()> {
+        let mut st = self.st.borrow_mut(py)?;
+        let Some(t) = st.tls.as_deref_mut() else { return Ok(()) };
+        if t.environ.is_none() {
+            t.environ = Some(Self::make_environ(py, &t.session)?.unbind());
+        }
+        let keys = t.environ.as_ref().map(|e| e.clone_ref(py));
+        drop(st);
+        match keys {
+            Some(k) => env.update(k.bind(py).as_mapping()),
+            None => Ok(()),
+        }
+    }
+
+    fn make_environ<'py>(py: Python<'py>, s: &Session) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        d.set_item("HTTPS", "on")?;
+        if let Some(v) = s.version_name() {
+            d.set_item("SSL_PROTOCOL", v)?;
+        }
+        if let Some((name, bits)) = s.cipher_openssl() {
+            d.set_item("SSL_CIPHER", name)?;
+            d.set_item("SSL_CIPHER_USEKEYSIZE", bits.to_string())?;
+        }
+        if let Some(sni) = s.server_name() {
+            d.set_item("SSL_TLS_SNI", sni)?;
+        }
+        match s.peer_certificates() {
+            // rustls ends the handshake when verification fails: a chain here verified.
+            Some(chain) if !chain.is_empty() => {
+                d.set_item("SSL_CLIENT_VERIFY", "SUCCESS")?;
+                d.set_item("SSL_CLIENT_CERT", tls::pem(&chain[0]))?;
+                if let Some(dn) = tls::subject_name(&chain[0]) {
+                    d.set_item("SSL_CLIENT_S_DN", dn)?;
+                }
+                for (i, c) in chain[1..].iter().enumerate() {
+                    d.set_item(format!("SSL_CLIENT_CERT_CHAIN_{i}"), tls::pem(c))?;
+                }
+            }
+            _ => d.set_item("SSL_CLIENT_VERIFY", "NONE")?,
+        }
+        Ok(d)
     }
 }

@@ -1,0 +1,246 @@
+"""Instructions per HTTPS request and per full TLS handshake, counted by callgrind.
+
+The HTTPS suite's CPU figures move with the machine's load; instruction counts do not. For
+each TLS server of ``https_suite`` (ringloop, granian; uvicorn with ``--subjects``) and each
+key kind (RSA-2048, ECDSA P-256) this runs the server under callgrind three times:
+
+  0. started, one TLS readiness request, stopped (the baseline);
+  1. the same plus ``--requests`` keep-alive requests over ``--connections`` connections;
+  2. the same plus ``--handshakes`` new connections, each a full handshake (the stdlib's
+     ``ssl`` client never offers a session it was not given) and one request.
+
+Per request = (run 1 − run 0) / requests (connection set-up spread over them); per
+handshake = (run 2 − run 0) / handshakes. The client is Python's ``ssl`` (OpenSSL: X25519
+key share, TLS 1.3, AES-256-GCM or ChaCha20 as the server picks), outside valgrind. User
+space only (callgrind does not count the kernel). ``--top N`` prints each run's N most
+expensive functions (inclusive), to find where the instructions go.
+
+    .venv/bin/python benchmarks/https_callgrind.py [--subjects ringloop-asgi granian-asgi]
+        [--keys rsa ecdsa] [--requests 4000] [--connections 8] [--handshakes 100] [--top 25]
+
+Output: ``results/https_callgrind.json`` and a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import harness  # noqa: E402
+import http_callgrind  # noqa: E402
+import http_peers  # noqa: E402
+import https_suite  # noqa: E402
+
+RESULTS = harness.BENCH_DIR / "results" / "https_callgrind.json"
+REQUEST = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+
+
+def client_context() -> ssl.SSLContext:
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    return ctx
+
+
+def read_response(s: ssl.SSLSocket, buf: bytearray) -> None:
+    """One whole response (Content-Length framed) off `s`; what follows stays in `buf`."""
+    while True:
+        head_end = buf.find(b"\r\n\r\n")
+        if head_end >= 0:
+            head = bytes(buf[:head_end]).lower()
+            i = head.find(b"content-length:")
+            length = int(head[i + 15 :].split(b"\r\n", 1)[0]) if i >= 0 else 0
+            total = head_end + 4 + length
+            if len(buf) >= total:
+                del buf[:total]
+                return
+        chunk = s.recv(65536)
+        if not chunk:
+            raise ConnectionError("server closed mid-response")
+        buf += chunk
+
+
+def keep_alive(port: int, requests: int, connections: int) -> None:
+    ctx = client_context()
+    socks = [
+        ctx.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=600))
+        for _ in range(connections)
+    ]
+    bufs = [bytearray() for _ in socks]
+    sent = 0
+    # Round-robin, one request in flight per connection.
+    while sent < requests:
+        for s in socks[: requests - sent]:
+            s.sendall(REQUEST)
+        for s, b in zip(socks[: requests - sent], bufs, strict=False):
+            read_response(s, b)
+        sent += min(connections, requests - sent)
+    for s in socks:
+        s.close()
+
+
+def handshakes(port: int, count: int) -> None:
+    ctx = client_context()
+    for _ in range(count):
+        with ctx.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=600)) as s:
+            s.sendall(REQUEST)
+            read_response(s, bytearray())
+
+
+def top_functions(out_dir: Path, n: int) -> list[str]:
+    files = sorted(out_dir.glob("callgrind.out.*"), key=lambda p: p.stat().st_size, reverse=True)
+    if not files or shutil.which("callgrind_annotate") is None:
+        return []
+    proc = subprocess.run(
+        ["callgrind_annotate", "--inclusive=no", str(files[0])],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    lines = [ln for ln in proc.stdout.splitlines() if ln.strip() and ln.strip()[0].isdigit()]
+    return lines[1 : n + 1]
+
+
+def one_run(
+    subject: str, cert: Path, key: Path, work: Path, mode: str, n: int, conns: int, top: int
+) -> dict[str, Any]:
+    out_dir = Path(tempfile.mkdtemp(prefix="cg-", dir=work))
+    port = http_peers.free_port()
+    inner = https_suite.command(subject, port, cert, key, work)
+    cmd = harness.pinned(http_callgrind.callgrind_command(inner, out_dir), https_suite.SERVER_CPU)
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(http_peers.APPS_DIR),
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "RINGLOOP_BACKEND": "io_uring",
+    }
+    srv = http_peers.PeerServer(cmd, port, env, "/")
+    t0 = time.monotonic()
+    try:
+        deadline = time.monotonic() + 300
+        while not https_suite.answers_tls(port):
+            if not srv.alive() or time.monotonic() > deadline:
+                return {"error": f"did not start: {srv.stderr_tail()}"}
+            time.sleep(0.5)
+        if mode == "keep-alive":
+            keep_alive(port, n, conns)
+        elif mode == "handshake":
+            handshakes(port, n)
+        pokes = http_callgrind.stop_under_valgrind(srv)
+        if srv.alive():
+            return {"error": "did not stop on SIGTERM (counts lost)"}
+        return {
+            "instructions": http_callgrind.total_instructions(out_dir),
+            "wake_up_requests": pokes,
+            "seconds": round(time.monotonic() - t0, 1),
+            "top": top_functions(out_dir, top) if top and mode != "baseline" else [],
+        }
+    finally:
+        srv.close()
+        shutil.rmtree(out_dir, ignore_errors=True)
+
+
+def _n(v: int | None) -> str:
+    return "—" if v is None else f"{v:,}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="https_callgrind.py", description=__doc__.split("\n")[0])
+    p.add_argument("--subjects", nargs="+", default=["ringloop-asgi", "granian-asgi"])
+    p.add_argument("--keys", nargs="+", default=list(https_suite.KEYS), choices=https_suite.KEYS)
+    p.add_argument("--requests", type=int, default=4000)
+    p.add_argument("--connections", type=int, default=8)
+    p.add_argument("--handshakes", type=int, default=100)
+    p.add_argument("--top", type=int, default=0)
+    p.add_argument("--name", default=RESULTS.name)
+    args = p.parse_args(argv)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="ringloop-https-cg-") as tmp:
+        work = Path(tmp)
+        keys = https_suite.make_keys(work)
+        for kind in args.keys:
+            cert, key = keys[kind]
+            for subject in args.subjects:
+                base = one_run(subject, cert, key, work, "baseline", 0, 0, 0)
+                ka = one_run(
+                    subject,
+                    cert,
+                    key,
+                    work,
+                    "keep-alive",
+                    args.requests,
+                    args.connections,
+                    args.top,
+                )
+                hs = one_run(subject, cert, key, work, "handshake", args.handshakes, 1, args.top)
+                row: dict[str, Any] = {
+                    "subject": subject,
+                    "key": kind,
+                    "baseline": base,
+                    "keep_alive": ka,
+                    "handshake": hs,
+                }
+                if all("instructions" in r for r in (base, ka, hs)):
+                    row["per_request"] = round(
+                        (ka["instructions"] - base["instructions"]) / args.requests
+                    )
+                    row["per_handshake"] = round(
+                        (hs["instructions"] - base["instructions"]) / args.handshakes
+                    )
+                rows.append(row)
+                print(
+                    json.dumps(
+                        {k: row.get(k) for k in ("subject", "key", "per_request", "per_handshake")}
+                    ),
+                    flush=True,
+                )
+                for name in ("keep_alive", "handshake"):
+                    for line in row[name].get("top", []):
+                        print(f"  {name}: {line}")
+                    if "error" in row[name]:
+                        print(f"  {name}: {row[name]['error']}")
+    for kind in args.keys:
+        ref = next(
+            (
+                r
+                for r in rows
+                if r["key"] == kind and r["subject"] == "granian-asgi" and "per_request" in r
+            ),
+            None,
+        )
+        for r in rows:
+            if r["key"] == kind and ref and "per_request" in r:
+                r["request_vs_granian"] = round(r["per_request"] / ref["per_request"], 2)
+                r["handshake_vs_granian"] = round(r["per_handshake"] / ref["per_handshake"], 2)
+    result = {
+        "suite": "https_callgrind",
+        "requests": args.requests,
+        "connections": args.connections,
+        "handshakes": args.handshakes,
+        "rows": rows,
+    }
+    (harness.BENCH_DIR / "results" / args.name).write_text(json.dumps(result, indent=2) + "\n")
+    print("| key | server | instr/request | × granian | instr/handshake | × granian |")
+    print("|---|---|---:|---:|---:|---:|")
+    for r in rows:
+        print(
+            f"| {r['key']} | {r['subject']} | {_n(r.get('per_request'))} | {r.get('request_vs_granian', '—')} "
+            f"| {_n(r.get('per_handshake'))} | {r.get('handshake_vs_granian', '—')} |"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
