@@ -89,7 +89,8 @@ fn text_plain(py: Python<'_>) -> PyResult<Py<PyAny>> {
 impl Request {
     /// `peer`: the client's and the server's `(host, port)` (or `None`); `site`: the scheme
     /// and the root path.
-    pub(crate) fn new(py: Python<'_>, head: &HeadCopy, peer: (&Py<PyAny>, &Py<PyAny>), site: (&Py<PyString>, &Py<PyString>), receive: Option<Py<Receive>>) -> PyResult<Request> {
+    /// `io`: the connection's transport, for the TLS details a handler may ask of it.
+    pub(crate) fn new(py: Python<'_>, head: &HeadCopy, peer: (&Py<PyAny>, &Py<PyAny>), site: (&Py<PyString>, &Py<PyString>), receive: Option<Py<Receive>>, io: Option<&Py<crate::transport::stream::StreamIO>>) -> PyResult<Request> {
         Ok(Request {
             method: head.method.clone_ref(py),
             path: head.path.clone_ref(py),
@@ -105,7 +106,7 @@ impl Request {
             body: GilCell::new(None),
             receive,
             has_body: head.has_body,
-            io: st.io().map(|io| io.clone_ref(py)),
+            io: io.map(|io| io.clone_ref(py)),
         })
     }
 

@@ -210,7 +210,7 @@ impl HttpConn {
         let server = conn.get().server.get();
         let request = {
             let st = conn.get().st.borrow(py)?;
-            Request::new(py, head, (&st.client, &st.local), (&server.scheme, &server.root_path), receive)?
+            Request::new(py, head, (&st.client, &st.local), (&server.scheme, &server.root_path), receive, st.io())?
         };
         let request = Py::new(py, request)?;
         Ok((request, Cycle::new(id, head, py, InFlight::enter(&server.in_flight)), send))
