@@ -20,6 +20,7 @@ import sys
 import pytest
 from harness_basics import wait_until
 from srv_harness import HOST, RINGLOOP_KINDS, UVICORN_KINDS, Kind, check_kind
+from tls_pki import issue_pki
 
 trustme = pytest.importorskip("trustme")
 httpx = pytest.importorskip("httpx")
@@ -31,20 +32,7 @@ KINDS = [Kind(k) for k in (*RINGLOOP_KINDS, UVICORN_KINDS[0])]
 def pki(tmp_path_factory):
     """A CA, the server's certificate for 127.0.0.1 and a client certificate, as files."""
     d = tmp_path_factory.mktemp("pki")
-    ca = trustme.CA()
-    server = ca.issue_cert("127.0.0.1", "localhost")
-    client = ca.issue_cert("client@example.com", common_name="client one")
-    files = {
-        "ca": d / "ca.pem",
-        "key": d / "key.pem",
-        "cert": d / "cert.pem",
-        "client": d / "client.pem",
-    }
-    ca.cert_pem.write_to_path(str(files["ca"]))
-    server.private_key_pem.write_to_path(str(files["key"]))
-    server.cert_chain_pems[0].write_to_path(str(files["cert"]))
-    client.private_key_and_cert_chain_pem.write_to_path(str(files["client"]))
-    return ca, files
+    return issue_pki(d, "127.0.0.1", "localhost")
 
 
 def tls_settings(files, **more):

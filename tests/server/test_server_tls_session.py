@@ -16,6 +16,7 @@ import ssl
 
 import pytest
 from srv_harness import HOST, RINGLOOP_KINDS, Kind, check_kind
+from tls_pki import issue_pki
 
 trustme = pytest.importorskip("trustme")
 
@@ -25,20 +26,7 @@ RINGLOOP = [Kind(k) for k in RINGLOOP_KINDS]
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory):
     d = tmp_path_factory.mktemp("pki")
-    ca = trustme.CA()
-    server = ca.issue_cert(HOST)
-    client = ca.issue_cert("client@example.com", common_name="client one")
-    files = {
-        "ca": d / "ca.pem",
-        "key": d / "key.pem",
-        "cert": d / "cert.pem",
-        "client": d / "client.pem",
-    }
-    ca.cert_pem.write_to_path(str(files["ca"]))
-    server.private_key_pem.write_to_path(str(files["key"]))
-    server.cert_chain_pems[0].write_to_path(str(files["cert"]))
-    client.private_key_and_cert_chain_pem.write_to_path(str(files["client"]))
-    return files
+    return issue_pki(d, HOST)[1]
 
 
 def tls(files, **more):

@@ -9,6 +9,7 @@ import ssl
 
 import pytest
 from ringloop import _core
+from tls_pki import issue_pki
 
 trustme = pytest.importorskip("trustme")
 
@@ -16,20 +17,7 @@ trustme = pytest.importorskip("trustme")
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory):
     d = tmp_path_factory.mktemp("pki")
-    ca = trustme.CA()
-    server = ca.issue_cert("127.0.0.1")
-    client = ca.issue_cert("client@example.com", common_name="client one")
-    files = {
-        "ca": d / "ca.pem",
-        "key": d / "key.pem",
-        "cert": d / "cert.pem",
-        "client": d / "client.pem",
-    }
-    ca.cert_pem.write_to_path(str(files["ca"]))
-    server.private_key_pem.write_to_path(str(files["key"]))
-    server.cert_chain_pems[0].write_to_path(str(files["cert"]))
-    client.private_key_and_cert_chain_pem.write_to_path(str(files["client"]))
-    return files
+    return issue_pki(d, "127.0.0.1")[1]
 
 
 class Recorder(asyncio.Protocol):
