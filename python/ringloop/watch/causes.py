@@ -78,13 +78,8 @@ def _read(path: str) -> bytes | None:
 
 
 def schedstat(native_id: int | None) -> tuple[int, int] | None:
-    """(ns on a CPU, ns runnable waiting for one) of thread ``native_id`` of this process.
-
-    The time on a CPU comes from the thread's CPU clock, not from ``schedstat``: the kernel
-    brings ``schedstat``'s sum up to date only when the thread is descheduled or a tick lands
-    on its CPU, and a thread read from another one while it runs a long C call (a 300 ms
-    collection) was seen 70 ms behind, which turned a spin after the collection into a wait.
-    The clock asks the scheduler for the running total."""
+    """(ns on a CPU, ns runnable waiting for one) of thread ``native_id`` of this process, as
+    ``schedstat`` has them (`Snapshot.take` replaces the first by the thread's CPU clock)."""
     if native_id is None:
         return None
     raw = _read(f"/proc/self/task/{native_id}/schedstat")
@@ -92,8 +87,7 @@ def schedstat(native_id: int | None) -> tuple[int, int] | None:
         return None
     try:
         cpu, delay = raw.split()[:2]
-        now = thread_cpu(native_id)
-        return (int(cpu) if now is None else now), int(delay)
+        return int(cpu), int(delay)
     except ValueError:
         return None
 
@@ -204,7 +198,9 @@ class Snapshot:
         # The /proc and cgroup reads give the GIL up; a watchdog taking the baseline may then
         # wait for it as long as the loop thread's C call lasts (a 300 ms collection). The
         # time and the CPU clock are read last, together, with the GIL held: a moment stamped
-        # before that wait made a spin after the collection look like a 60 ms wait.
+        # before that wait made a spin after the collection look like a 60 ms wait. The CPU
+        # clock, not schedstat's sum, which the kernel brings up to date only when the thread
+        # is descheduled or a tick lands on its CPU: the clock asks for the running total.
         throttle = throttling()
         sched = schedstat(native_id)
         t_ns = time.monotonic_ns()
