@@ -71,6 +71,10 @@ pub(crate) struct ReactorSlot {
 pub(crate) struct WatchState {
     pub(crate) threshold_ns: AtomicU64,
     pub(crate) hook: GilCell<Option<Py<PyAny>>>,
+    /// A slow slice at least this long (0: none) is a block: the dispatcher reads the loop
+    /// thread's clocks as it ends, into `block_end` (`slice_end_readings`).
+    pub(crate) block_ns: AtomicU64,
+    pub(crate) block_end: GilCell<Option<(u64, u64, u64)>>,
     /// I/O audit events raised inside timed slices: 0 off, 1 buffered (handed over only for
     /// slow slices), 2 eager (strict mode: every event straight to the sink).
     pub(crate) audit: AtomicU8,

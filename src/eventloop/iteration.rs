@@ -23,6 +23,7 @@ use super::handle::AnyHandle;
 use crate::errors::os_error;
 use crate::reactor::sys::monotonic_ns;
 use crate::watch::audit::{end_slice, set_eager};
+use crate::watch::sampler::slice_end_readings;
 use crate::watch::slice::set_in_slice;
 
 /// asyncio's MAXIMUM_SELECT_TIMEOUT: never sleep longer than a day in one wait.
@@ -210,9 +211,20 @@ impl LoopCore {
             set_in_slice(true);
         }
         let r = h.run(py);
-        let dt = monotonic_ns().saturating_sub(t0);
+        let t1 = monotonic_ns();
+        let dt = t1.saturating_sub(t0);
         let wt = w.threshold_ns.load(Ordering::Relaxed);
         let slow = wt != 0 && dt >= wt;
+        if slow {
+            let bt = w.block_ns.load(Ordering::Relaxed);
+            if bt != 0 && dt >= bt {
+                // Before anything else runs on this thread: the watch's breakdown by cause
+                // needs the clocks at the slice's end, not after its own reporting work.
+                if let Ok(mut end) = w.block_end.borrow_mut(py) {
+                    *end = slice_end_readings(t1);
+                }
+            }
+        }
         let events = if audit != 0 {
             set_in_slice(false);
             end_slice(slow)

@@ -17,12 +17,15 @@ type AuditTuple = (String, Py<PyAny>, Option<Py<PyAny>>, u64);
 
 #[pymethods]
 impl LoopCore {
-    /// Turn the watch's slice timing on (`threshold_ns > 0` and a hook) or off.
-    #[pyo3(signature = (threshold_ns, on_slow = None))]
-    fn _watch_set(&self, py: Python<'_>, threshold_ns: u64, on_slow: Option<Py<PyAny>>) -> PyResult<()> {
+    /// Turn the watch's slice timing on (`threshold_ns > 0` and a hook) or off. Slices of at
+    /// least `block_ns` (0: none) have the loop thread's clocks read as they end, for
+    /// `_slice_end_readings`.
+    #[pyo3(signature = (threshold_ns, on_slow = None, block_ns = 0))]
+    fn _watch_set(&self, py: Python<'_>, threshold_ns: u64, on_slow: Option<Py<PyAny>>, block_ns: u64) -> PyResult<()> {
         let on = threshold_ns > 0 && on_slow.is_some();
         let old = std::mem::replace(&mut *self.watch.hook.borrow_mut(py)?, if on { on_slow } else { None });
         self.watch.threshold_ns.store(if on { threshold_ns } else { 0 }, Ordering::Relaxed);
+        self.watch.block_ns.store(if on { block_ns } else { 0 }, Ordering::Relaxed);
         self.update_timing();
         drop(old);
         Ok(())
@@ -39,6 +42,12 @@ impl LoopCore {
         }
         self.watch.audit.store(mode, Ordering::Relaxed);
         Ok(())
+    }
+
+    /// `(monotonic ns, CPU-clock ns, run-delay ns)` of the loop thread as the slow slice just
+    /// reported ended, if it was at least `block_ns` long (taken: a second call returns None).
+    fn _slice_end_readings(&self, py: Python<'_>) -> PyResult<Option<(u64, u64, u64)>> {
+        Ok(self.watch.block_end.borrow_mut(py)?.take())
     }
 
     /// The audit events of the slow slice just reported: `[(event, args, frame, t_ns)]`

@@ -278,6 +278,40 @@ pub fn thread_busy_ns(tid: i32) -> Option<u64> {
     Some(thread_cpu_ns(tid).unwrap_or(stale_cpu) + delay)
 }
 
+/// `(ns on a CPU, ns runnable waiting for one)` of thread `tid` of this process (its CPU clock
+/// and `schedstat`'s run delay), `None` where the kernel does not keep `schedstat`.
+///
+/// Read with the GIL held, unlike Python's `os.read`: a watchdog that reads another thread's
+/// `schedstat` in Python gives the GIL up in the read, then waits for it as long as that
+/// thread's C call lasts (a 800 ms collection), and stamps the reading with a time taken after
+/// the wait: a run delay read at the collection's start then stood for its end, and the
+/// collection's own wait for a CPU was counted again as starvation after it.
+#[pyo3::pyfunction]
+pub fn thread_schedstat(tid: i32) -> Option<(u64, u64)> {
+    let text = std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat")).ok()?;
+    let mut fields = text.split_ascii_whitespace().map(|f| f.parse::<u64>().ok());
+    let stale_cpu = fields.next()??;
+    let delay = fields.next()??;
+    Some((thread_cpu_ns(tid).unwrap_or(stale_cpu), delay))
+}
+
+/// The calling thread's `(monotonic ns, CPU-clock ns, run-delay ns)` for a slice that ended at
+/// `end_ns` (read by the dispatcher on the loop thread right as the slice ends, so that no
+/// reporting work of the watch's lies between the slice and its readings). The CPU clock is
+/// read first, next to `end_ns`; the run delay after it (a `/proc` read): a wait for a CPU
+/// inside that read (one timeslice at most, a few microseconds' chance) may add to it.
+pub fn slice_end_readings(end_ns: u64) -> Option<(u64, u64, u64)> {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid, writable timespec for the duration of the call.
+    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } != 0 {
+        return None;
+    }
+    let cpu = ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64;
+    let text = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    let delay = text.split_ascii_whitespace().nth(1)?.parse().ok()?;
+    Some((end_ns, cpu, delay))
+}
+
 /// Thread `tid`'s CPU clock, in ns: `MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED)`, the clock id
 /// `pthread_getcpuclockid` returns, built from the kernel's thread id.
 fn thread_cpu_ns(tid: i32) -> Option<u64> {

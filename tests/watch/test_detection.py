@@ -407,13 +407,6 @@ def test_gil_holding_c_call_is_reported_without_a_line_or_with_one(run):
             await gil_holder()
         return nb.blocks
 
-    if run.backend == "uvloop":
-        # A known defect (issue 23's work, not yet fixed): on uvloop the heartbeat sometimes
-        # reports this block with no task, or a late Python sample catches the loop thread in
-        # the watch's own end-of-slice reading of /proc and names that line instead.
-        pytest.xfail(
-            "uvloop: a GIL-holding C call's block is sometimes placed in the watch's own code"
-        )
     everything = run(main)
     blocks = [
         b

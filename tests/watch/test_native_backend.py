@@ -2,7 +2,7 @@
 
 `FakeNativeLoop` is a stock selector loop whose ready queue hands out timing proxies: exactly
 what the contract says the native dispatcher does (``_slice_seq``, ``_slice_start_ns``,
-``_watch_set(threshold_ns, on_slow)`` with ``on_slow(handle, start_ns, duration_ns)`` after
+``_watch_set(threshold_ns, on_slow, block_ns)`` with ``on_slow(handle, start_ns, duration_ns)`` after
 the slice). Its class lives in a module named ``ringloop._fake_native`` so backend selection
 treats it as ringloop's. Handle._run is never patched for it.
 """
@@ -60,7 +60,7 @@ class FakeNativeLoop(asyncio.SelectorEventLoop):
         self._on_slow = None
         self.watch_calls = []
 
-    def _watch_set(self, threshold_ns, on_slow):
+    def _watch_set(self, threshold_ns, on_slow, block_ns=0):
         self.watch_calls.append(threshold_ns)
         self._threshold_ns, self._on_slow = threshold_ns, on_slow
 

@@ -147,3 +147,46 @@ def test_native_sampling_of_running_python_code_is_safe_and_right():
         assert b.line is not None and b.line.name == "_python_busy_loop", str(b)
         assert b.line.lineno in (busy, busy + 1), str(b)
         assert b.sample_count >= 5, str(b)
+
+
+def test_a_blocks_clocks_are_read_as_it_ends():
+    """The dispatcher reads the loop thread's clocks as a slice of at least ``block_ns`` ends,
+    stamped with the slice's own end: no reporting work lies between (issue 23's breakdown);
+    a shorter slow slice (metrics only) reads nothing."""
+    import threading
+    import time
+
+    loop = ringloop.new_event_loop()
+    seen = []
+
+    def on_slow(handle, start_ns, duration_ns):
+        seen.append((start_ns + duration_ns, duration_ns, loop._slice_end_readings()))
+
+    def spin(cpu_s):
+        end = time.thread_time() + cpu_s
+        while time.thread_time() < end:
+            pass
+
+    try:
+        loop._watch_set(1_000_000, on_slow, 20_000_000)
+        with open(f"/proc/self/task/{threading.get_native_id()}/schedstat") as f:
+            delay0 = int(f.read().split()[1])
+        cpu0 = time.thread_time_ns()
+        loop.call_soon(spin, 0.03)  # a block: at least 30 ms of CPU
+        loop.call_soon(spin, 0.002)  # slow (over 1 ms), under block_ns on a CPU of its own
+        loop.call_soon(loop.stop)
+        loop.run_forever()
+        cpu1 = time.thread_time_ns()
+    finally:
+        loop._watch_set(0, None)
+        loop.close()
+    assert len(seen) >= 2, seen
+    for _, duration, readings in seen[1:]:  # read for a block only (a loaded CPU may make one)
+        assert (readings is not None) == (duration >= 20_000_000), seen
+    end, _, block = seen[0]
+    assert block is not None
+    t_ns, cpu, delay = block
+    assert t_ns == end  # the slice's own end, not a moment after it
+    assert cpu0 + 30_000_000 <= cpu <= cpu1  # the 30 ms spin is in; later work is not
+    assert delay >= delay0
+    assert loop._slice_end_readings() is None  # taken

@@ -77,11 +77,25 @@ def _read(path: str) -> bytes | None:
         os.close(fd)
 
 
+try:  # read natively with the GIL held (see `schedstat`)
+    from .._core import thread_schedstat as _native_schedstat
+except ImportError:  # pragma: no cover - the watch without ringloop's native module
+    _native_schedstat = None
+
+
 def schedstat(native_id: int | None) -> tuple[int, int] | None:
-    """(ns on a CPU, ns runnable waiting for one) of thread ``native_id`` of this process, as
-    ``schedstat`` has them (`Snapshot.take` replaces the first by the thread's CPU clock)."""
+    """(ns on a CPU, ns runnable waiting for one) of thread ``native_id`` of this process: its
+    CPU clock and ``schedstat``'s run delay.
+
+    Read natively, with the GIL held, where ringloop's module is there: ``os.read`` gives the
+    GIL up, and a watchdog reading the loop thread's run delay in the middle of a collection
+    got it back only when the collection ended, so the time it stamped the reading with came
+    800 ms after the reading (the collection's own wait for a CPU was counted again after
+    it)."""
     if native_id is None:
         return None
+    if _native_schedstat is not None:
+        return _native_schedstat(native_id)
     raw = _read(f"/proc/self/task/{native_id}/schedstat")
     if raw is None:
         return None
@@ -195,16 +209,17 @@ class Snapshot:
 
     @classmethod
     def take(cls, native_id: int | None) -> Snapshot:
-        # The /proc and cgroup reads give the GIL up; a watchdog taking the baseline may then
-        # wait for it as long as the loop thread's C call lasts (a 300 ms collection). The
-        # time and the CPU clock are read last, together, with the GIL held: a moment stamped
-        # before that wait made a spin after the collection look like a 60 ms wait. The CPU
-        # clock, not schedstat's sum, which the kernel brings up to date only when the thread
-        # is descheduled or a tick lands on its CPU: the clock asks for the running total.
+        # The cgroup reads give the GIL up; a watchdog taking the baseline may then wait for
+        # it as long as the loop thread's C call lasts (a 300 ms collection). The thread's
+        # clocks and the time are read last, together, with the GIL held (`schedstat`): a
+        # moment stamped before or after that wait made a spin after the collection look like
+        # a wait, or the collection's wait for a CPU count twice. The CPU clock, not
+        # schedstat's sum, which the kernel brings up to date only when the thread is
+        # descheduled or a tick lands on its CPU: the clock asks for the running total.
         throttle = throttling()
         sched = schedstat(native_id)
         t_ns = time.monotonic_ns()
-        if sched is not None:
+        if sched is not None and _native_schedstat is None:
             cpu = thread_cpu(native_id)
             if cpu is not None:
                 sched = (cpu, sched[1])
@@ -272,14 +287,19 @@ class GilWindow:
 # -- garbage collection -----------------------------------------------------------------------
 
 _GC_KEEP = 256
-# (thread ident, start ns, end ns, generation, collected, run delay ns inside or -1)
-_gc_events: deque[tuple[int, int, int, int, int, int]] = deque(maxlen=_GC_KEEP)
-_gc_start: list[int] = [0, 0, -1]  # thread ident, ns, run delay at the start (-1: not read)
+# (thread ident, start ns, end ns, generation, collected, run delay ns inside or -1, CPU ns
+# inside or -1, the thread's CPU clock and run delay at the end or -1)
+_gc_events: deque[tuple[int, int, int, int, int, int, int, int, int]] = deque(maxlen=_GC_KEEP)
+# thread ident, ns, run delay and CPU clock at the start (-1: not read)
+_gc_start: list[int] = [0, 0, -1, -1]
 _gc_users = 0
 # Loop threads (ident -> kernel id) whose running slice is armed. A collection there, or any
-# full (generation 2) collection, reads the thread's run delay at its start and stop (two
-# /proc reads: only inside a suspicious slice, or for the rare collections that take long), so
-# that a collection's own wait for a CPU is known exactly (see `breakdown`).
+# full (generation 2) collection, reads the thread's run delay and CPU clock at its start and
+# stop (two /proc reads: only inside a suspicious slice, or for the rare collections that take
+# long), so that a collection's own wait for a CPU and its CPU time are known exactly (see
+# `breakdown`). Its wall time may hold more than these two: the gc callbacks are Python code,
+# where the loop thread may hand the GIL to another thread (the watchdog) after the start was
+# stamped — a wait that is neither the collection's CPU nor the application's.
 armed: dict[int, int | None] = {}
 
 
@@ -288,17 +308,20 @@ def _gc_callback(phase: str, info: dict[str, Any]) -> None:
     if phase == "start":
         _gc_start[0] = ident
         _gc_start[1] = time.monotonic_ns()
-        _gc_start[2] = -1
+        _gc_start[2] = _gc_start[3] = -1
         if ident in armed or info.get("generation") == 2:
             ss = schedstat(threading.get_native_id())
             if ss is not None:
-                _gc_start[2] = ss[1]
+                _gc_start[2], _gc_start[3] = ss[1], time.thread_time_ns()
     elif _gc_start[1]:
-        delay = -1
+        delay = cpu = stop_cpu = stop_delay = -1
         if _gc_start[2] >= 0:
+            stop_cpu = time.thread_time_ns()
+            cpu = max(0, stop_cpu - _gc_start[3])
             ss = schedstat(threading.get_native_id())
             if ss is not None:
-                delay = max(0, ss[1] - _gc_start[2])
+                stop_delay = ss[1]
+                delay = max(0, stop_delay - _gc_start[2])
         _gc_events.append(
             (
                 _gc_start[0],
@@ -307,6 +330,9 @@ def _gc_callback(phase: str, info: dict[str, Any]) -> None:
                 info.get("generation", 0),
                 info.get("collected", 0),
                 delay,
+                cpu,
+                stop_cpu,
+                stop_delay,
             )
         )
         _gc_start[1] = 0
@@ -327,26 +353,32 @@ def gc_watch(on: bool) -> None:
 def gc_in(thread_ident: int, lo: int, hi: int) -> tuple[int, int, int, int]:
     """(ns, collections, highest generation, objects collected) of the collections run by
     thread ``thread_ident`` inside ``[lo, hi]``."""
-    ns, n, gen, collected, _ = _gc_sum(thread_ident, lo, hi)
+    ns, n, gen, collected, _, _ = _gc_sum(thread_ident, lo, hi)
     return ns, n, gen, collected
 
 
-def _gc_sum(thread_ident: int, lo: int, hi: int) -> tuple[int, int, int, int, int | None]:
+def _gc_sum(
+    thread_ident: int, lo: int, hi: int
+) -> tuple[int, int, int, int, int | None, int | None]:
+    """`gc_in`, and the collections' run delay and CPU time in the window (None: not read)."""
     ns = n = collected = 0
     gen = -1
     delay: int | None = 0
-    for ident, s, e, g, c, d in list(_gc_events):
+    cpu: int | None = 0
+    for ident, s, e, g, c, d, u, _, _ in list(_gc_events):
         if ident != thread_ident or e <= lo or s >= hi:
             continue
-        ns += min(e, hi) - max(s, lo)
+        part = min(e, hi) - max(s, lo)
+        ns += part
         n += 1
         gen = max(gen, g)
         collected += c
-        if d < 0:
-            delay = None  # not read: pro rata instead
-        elif delay is not None:
-            delay += d * (min(e, hi) - max(s, lo)) // max(1, e - s)  # the part in the window
-    return ns, n, gen, collected, delay
+        if d < 0 or u < 0:
+            delay = cpu = None  # not read: pro rata instead
+        elif delay is not None and cpu is not None:
+            delay += d * part // max(1, e - s)  # the part in the window
+            cpu += u * part // max(1, e - s)
+    return ns, n, gen, collected, delay, cpu
 
 
 # -- the breakdown ----------------------------------------------------------------------------
@@ -450,31 +482,43 @@ def breakdown(ev: Evidence) -> tuple[list[Cause], int | None]:
         b = max(before, key=lambda p: p.t_ns)
     else:
         b = early
+    if b is not None and b.sched is not None:
+        b = _after_collection(ev.loop_ident, b)
     if b is not None and e is not None and b.sched is not None and e.sched is not None:
         lo = max(b.t_ns, start)
         window = end - lo
-        gc_w, _, _, _, gc_delay_read = _gc_sum(ev.loop_ident, lo, end)
+        gc_w, _, _, _, gc_delay_read, gc_cpu_read = _gc_sum(ev.loop_ident, lo, end)
         measured = window - gc_w
         if measured > 0 and measured * 4 >= dur - gc_ns:
             # Extrapolate over the slice's head when the baseline came after the start (see
             # the module docs); one taken before it covers the slice whole.
             scale = 1.0 if b.t_ns <= start else (dur - gc_ns) / measured
-            # The end reading comes a little after the slice (the loop thread running the
-            # watch): that tail is CPU time that is not the slice's.
-            cpu = max(0, e.sched[0] - b.sched[0] - max(0, e.t_ns - end))
+            cpu = max(0, e.sched[0] - b.sched[0])
+            delay = max(0, e.sched[1] - b.sched[1])
+            # An end reading taken a little after the slice (the loop thread running the watch;
+            # ringloop's dispatcher reads it at the slice's very end) has a tail that is not
+            # the slice's. The loop thread ran or waited for a CPU through it, in the ratio the
+            # window shows: under two CPU hogs most of it is a wait, not CPU time.
+            tail = max(0, e.t_ns - end)
+            if tail:
+                tail_delay = min(delay, tail * delay // max(1, cpu + delay))
+                cpu = max(0, cpu - (tail - tail_delay))
+                delay -= tail_delay
             # Run delay of the sampler's own signals: they wake a sleeping loop thread, which
             # then waits for a CPU only to run the handler (ringloop's native sampler).
-            delay = max(0, e.sched[1] - b.sched[1] - ev.signal_delay_ns)
-            # A collection's wall time already holds its own wait for a CPU: read at its
-            # start and stop when the slice was armed, else shared pro rata of the time each
-            # part wanted a CPU (a collection wants one throughout; the rest for its CPU time
-            # and its wait).
+            delay = max(0, delay - ev.signal_delay_ns)
+            # A collection's own wait for a CPU and its CPU time are read at its start and
+            # stop when the slice was armed, else its wall time is shared pro rata of the time
+            # each part wanted a CPU (a collection wants one throughout; the rest for its CPU
+            # time and its wait).
             wanting = max(1, cpu + delay)
-            if gc_delay_read is not None:
+            if gc_delay_read is not None and gc_cpu_read is not None:
                 gc_delay = min(delay, gc_delay_read)
+                gc_cpu = gc_cpu_read
             else:
                 gc_delay = min(delay, delay * gc_w // wanting)
-            cpu = max(0, cpu - (gc_w - gc_delay))
+                gc_cpu = gc_w - gc_delay
+            cpu = max(0, cpu - gc_cpu)
             delay -= gc_delay
             thr_ns, periods = 0, 0
             for path, (n1, t1) in e.throttle.items():
@@ -518,6 +562,18 @@ def breakdown(ev: Evidence) -> tuple[list[Cause], int | None]:
         for c in causes:
             c.seconds *= f
     return causes, app_cpu
+
+
+def _after_collection(thread_ident: int, b: Snapshot) -> Snapshot:
+    """Baseline ``b`` moved to the end of the collection it was taken in, if any. A watchdog
+    gets the GIL inside a collection only in its callbacks (Python code: the loop thread may
+    hand the GIL over there), so a baseline stamped inside one lies before the collection's
+    work, or after it: its share of the collection's CPU and wait cannot be told. The readings
+    the callback took at the collection's end can: the same clocks, on the loop thread."""
+    for ident, s, e, _, _, _, _, stop_cpu, stop_delay in list(_gc_events):
+        if ident == thread_ident and s < b.t_ns < e and stop_cpu >= 0 and stop_delay >= 0:
+            return Snapshot(e, (stop_cpu, stop_delay), b.throttle)
+    return b
 
 
 _MIN_GIL_NS = 2_000_000  # a watchdog this late may just have been slow to be scheduled

@@ -129,18 +129,29 @@ class LoopMonitor:
         self.backend.retune(thr)
 
     # -- slices --------------------------------------------------------------------------
-    def end_readings(self, duration_ns: int) -> tuple[int | None, causes.Snapshot | None]:
+    def end_readings(
+        self, duration_ns: int, at_end: tuple[int, int, int] | None = None
+    ) -> tuple[int | None, causes.Snapshot | None]:
         """The loop thread's busy clock and, for a block, the OS counters, read as the slice
         ends: a backend that has work of its own to do first (turning 256 native samples into
-        frames took 10 ms) reads them before it and hands them to `slice_ended`."""
-        cpu_end = read_busy_ns(self.state.cpu_clock)
+        frames took 10 ms) reads them before it and hands them to `slice_ended`. ``at_end``:
+        the loop thread's (time, CPU clock, run delay) the dispatcher read at the slice's very
+        end (ringloop's `_slice_end_readings`), used in place of reading them now."""
+        if at_end is not None and isinstance(self.state.cpu_clock, tuple):
+            cpu_end: int | None = at_end[1] + at_end[2]  # the busy clock: on a CPU + waiting
+        else:
+            cpu_end = read_busy_ns(self.state.cpu_clock)
         snap = None
         # Slices between the histogram's floor (1 ms) and every consumer's threshold come
         # here too, for the metrics only: the OS counters are read for blocks alone.
         if self.consumers and duration_ns >= min(c.threshold_ns for c in self.consumers):
             _tls.reporting = True  # the watch's own reads of /proc are not the slice's I/O
             try:
-                snap = causes.Snapshot.take(self.state.native_id)
+                if at_end is not None:
+                    t_ns, cpu, delay = at_end
+                    snap = causes.Snapshot(t_ns, (cpu, delay), causes.throttling())
+                else:
+                    snap = causes.Snapshot.take(self.state.native_id)
             finally:
                 _tls.reporting = False
         return cpu_end, snap

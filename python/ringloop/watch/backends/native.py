@@ -97,7 +97,7 @@ class NativeBackend:
 
     def _apply(self) -> None:
         st = self.state
-        self.loop._watch_set(max(1, st.slow_ns), self._on_slow)
+        self.loop._watch_set(max(1, st.slow_ns), self._on_slow, max(1, self._threshold_ns))
         if getattr(self.loop, "_native_audit", False):
             self._apply_audit_mode()
         cfg = (st.arm_ns, st.sample_interval_ns)
@@ -114,7 +114,9 @@ class NativeBackend:
         st.count += 1
         st.total_ns += duration_ns
         # Read the clocks first: adopting the native samples below is the watch's own work.
-        readings = self.monitor.end_readings(duration_ns)
+        # The dispatcher read the loop thread's at the slice's end (a block only).
+        at_end = getattr(self.loop, "_slice_end_readings", None)
+        readings = self.monitor.end_readings(duration_ns, at_end() if at_end else None)
         if self._native_sampler:
             self._adopt_native_samples(self.loop._slice_seq)
             st.signal_delay_ns = self.loop._native_signal_delay(self.loop._slice_seq)
