@@ -15,7 +15,7 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 use pyo3::intern;
 
 use super::{handshake, read, Phase, Read, WsState};
-use crate::http::asgi::{Receive, Send};
+use crate::http::asgi::pair;
 use crate::http::conn::HttpConn;
 use crate::http::conn::cycle::{self, current};
 use crate::http::stream::message::{self, ready, resolve, ClientDisconnected};
@@ -39,8 +39,7 @@ pub(crate) fn start(conn: &Bound<'_, HttpConn>, head: &HeadCopy, id: u64) -> PyR
     let scope = websocket_scope(&scope, &upgrade)?;
     crate::http::conn::watch::note_start(this, py, id, &scope)?;
     handshake::begin(conn, id, upgrade)?;
-    let receive = Py::new(py, Receive { stream: HttpConn::stream(conn, id), ws: true })?;
-    let send = Py::new(py, Send { stream: HttpConn::stream(conn, id), ws: true })?;
+    let (receive, send) = pair(conn.as_any(), id, HttpConn::sink(), true)?;
     match server.app.bind(py).call1((scope, receive, send.bind(py))) {
         Ok(coro) => HttpConn::spawn(conn, &coro, Some(send.bind(py)), None)?,
         Err(e) => send.get().failed(py, &e.into_value(py).into_bound(py))?,

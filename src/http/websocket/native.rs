@@ -82,7 +82,7 @@ fn callback<'py>(conn: &Bound<'py, HttpConn>, name: &Bound<'py, PyString>, args:
 pub(crate) fn start(conn: &Bound<'_, HttpConn>, head: &HeadCopy, id: u64) -> PyResult<bool> {
     let py = conn.py();
     let this = conn.get();
-    let (request, cycle, _) = HttpConn::native_request(conn, head, id, false)?;
+    let (request, cycle) = HttpConn::native_request(conn, head, id)?;
     crate::http::conn::watch::note_start(this, py, id, request.bind(py))?;
     this.st.borrow_mut(py)?.cycle = Some(cycle);
     let Some(upgrade) = handshake::check(conn, head, id)? else {
