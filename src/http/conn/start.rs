@@ -8,17 +8,16 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{IntoPyDict, PyDict};
 
-use super::cycle::{self, Cycle};
+use super::cycle;
 use super::sink::SINK;
 use super::{watch, HttpConn};
 use crate::eventloop::core::LoopCore;
 use crate::http::asgi;
 use crate::http::host::{Host, RequestName};
-use crate::http::native::Request;
 use crate::http::request::{self, HeadCopy};
 use crate::http::scope::{ConnScope, Origin};
 use crate::http::server::Interface;
-use crate::http::stream::{InFlight, Opening, Sink};
+use crate::http::stream::{Opening, Sink};
 use crate::http::websocket;
 
 impl HttpConn {
@@ -130,12 +129,6 @@ impl HttpConn {
 }
 
 impl HttpConn {
-    /// The scope and the cycle for the request `head` (after `conn` released its borrow).
-    pub(crate) fn asgi_request<'py>(conn: &Bound<'py, HttpConn>, head: &HeadCopy, id: u64) -> PyResult<(Bound<'py, PyDict>, Cycle)> {
-        let scope = Self::asgi_scope(conn, head)?;
-        Ok((scope, Cycle::new(id, head, conn.py(), InFlight::enter(&conn.get().server.get().in_flight))))
-    }
-
     /// The ASGI `http` scope of `head` on this connection (`Sink::scope`).
     pub(super) fn asgi_scope<'py>(conn: &Bound<'py, HttpConn>, head: &HeadCopy) -> PyResult<Bound<'py, PyDict>> {
         let py = conn.py();
@@ -163,17 +156,5 @@ impl HttpConn {
         let scope = base.scope(py, head, &origin, state.as_ref())?;
         this.st.borrow_mut(py)?.scope = Some(base);
         Ok(scope)
-    }
-
-    /// The request object and the cycle for `head` (a native WebSocket handler's).
-    pub(crate) fn native_request(conn: &Bound<'_, HttpConn>, head: &HeadCopy, id: u64) -> PyResult<(Py<Request>, Cycle)> {
-        let py = conn.py();
-        let server = conn.get().server.get();
-        let request = {
-            let st = conn.get().st.borrow(py)?;
-            Request::new(py, head, (&st.client, &st.local), (&server.scheme, &server.root_path), None, st.io())?
-        };
-        let request = Py::new(py, request)?;
-        Ok((request, Cycle::new(id, head, py, InFlight::enter(&server.in_flight))))
     }
 }
