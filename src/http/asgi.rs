@@ -14,8 +14,40 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
 use pyo3::{intern, PyTraverseError, PyVisit};
 
+use super::request::HeadCopy;
 use super::stream::message::{self, disconnect, ready, ClientDisconnected, Got};
-use super::stream::{Sink, Stream};
+use super::stream::{Dispatch, Opening, Sink, Spare, Stream};
+
+/// The ASGI interface's `Dispatch`.
+pub(crate) static DISPATCH: Asgi = Asgi;
+
+pub(crate) struct Asgi;
+
+impl Dispatch for Asgi {
+    /// The scope, the stream opened, the application called with `receive` and `send` (the
+    /// previous request's when no one holds them, `callables`) and its coroutine run in the
+    /// connection's task; an application that raises at the call is answered as one that
+    /// raised in its coroutine.
+    fn start(&self, at: Opening<'_, '_>, head: &HeadCopy) -> PyResult<()> {
+        let (py, sink) = (at.conn.py(), at.sink);
+        let scope = sink.scope(at.conn, head)?;
+        sink.open(at.conn, at.id, head, &scope)?;
+        let spare = sink.take_spare(at.conn)?;
+        let c = callables(at.conn, at.id, sink, spare)?;
+        match sink.server(at.conn).app.bind(py).call1((scope, c.receive.bind(py), c.send_fn.bind(py))) {
+            // The app's own coroutine is the task's (no wrapper frame): how it ended is read
+            // off the task (`watch`).
+            Ok(coro) => sink.run(at.conn, &coro, Some(c.send.bind(py).as_any()), Some((head.method.bind(py), head.path.bind(py))))?,
+            Err(e) => c.send.get().failed(py, &e.into_value(py).into_bound(py))?,
+        }
+        sink.keep_spare(at.conn, Spare([c.receive.into_any(), c.send.into_any(), c.send_fn]))
+    }
+
+    /// Never asked: an ASGI application reads its body itself.
+    fn collected(&self, _at: Opening<'_, '_>, _request: Py<PyAny>, _body: Py<pyo3::types::PyBytes>) -> PyResult<()> {
+        Ok(())
+    }
+}
 
 /// Learn how the application's task ended: now if it is done (it ran to its end in its first
 /// step), else when it is (`_task_done`).
@@ -36,10 +68,10 @@ fn refs<T>(_py: Python<'_>, obj: &Py<T>) -> isize {
 
 /// What an ASGI request is called with: `receive`, and `send` as the bound method `Send.send`
 /// (`send_fn`; `send` is its `__self__`, for the server's own calls).
-pub(crate) struct Callables {
-    pub(crate) receive: Py<Receive>,
-    pub(crate) send: Py<Send>,
-    pub(crate) send_fn: Py<PyAny>,
+struct Callables {
+    receive: Py<Receive>,
+    send: Py<Send>,
+    send_fn: Py<PyAny>,
 }
 
 /// `Callables` for the stream `id` of `conn`: `spare`, those of its previous request, when nothing but
@@ -55,28 +87,31 @@ pub(crate) struct Callables {
 /// `tp_call` (PyO3 has no vectorcall for `__call__`), which packs the message in a tuple and
 /// unpacks it again; a method defined with PyO3 is called by vectorcall, with no tuple:
 /// ~500 instructions fewer for the two sends of a small response.
-pub(crate) fn callables(conn: &Bound<'_, PyAny>, id: u64, sink: &'static dyn Sink, spare: Option<Callables>) -> PyResult<Callables> {
+fn callables(conn: &Bound<'_, PyAny>, id: u64, sink: &'static dyn Sink, spare: Option<Spare>) -> PyResult<Callables> {
     let py = conn.py();
-    if let Some(c) = spare {
+    if let Some(Spare([receive, send, send_fn])) = spare {
         // `send` has two references: the connection's and its bound method's.
-        if refs(py, &c.receive) == 1 && refs(py, &c.send) == 2 && refs(py, &c.send_fn) == 1 {
-            c.receive.get().stream.renumber(id);
-            c.send.get().stream.renumber(id);
-            return Ok(c);
+        if refs(py, &receive) == 1 && refs(py, &send) == 2 && refs(py, &send_fn) == 1 {
+            // The spare is what `Asgi::start` kept: a `Receive` and a `Send`.
+            let receive = receive.into_bound(py).cast_into::<Receive>()?.unbind();
+            let send = send.into_bound(py).cast_into::<Send>()?.unbind();
+            receive.get().stream.renumber(id);
+            send.get().stream.renumber(id);
+            return Ok(Callables { receive, send, send_fn });
         }
     }
-    let receive = Py::new(py, Receive { stream: Stream::new(conn.clone().unbind(), id, sink), ws: false })?;
-    let send = Py::new(py, Send { stream: Stream::new(conn.clone().unbind(), id, sink), ws: false })?;
+    let (receive, send) = pair(conn, id, sink, false)?;
     let send_fn = send.bind(py).getattr(intern!(py, "send"))?.unbind();
     Ok(Callables { receive, send, send_fn })
 }
 
-impl Callables {
-    pub(crate) fn traverse(&self, visit: &PyVisit<'_>) -> Result<(), PyTraverseError> {
-        visit.call(&self.receive)?;
-        visit.call(&self.send)?;
-        visit.call(&self.send_fn)
-    }
+/// A new `receive` and `send` on the stream `id` of `conn` (`ws`: it has the `websocket`
+/// scope): the one place they are made, for ASGI, native async handlers, WSGI and WebSocket.
+pub(crate) fn pair(conn: &Bound<'_, PyAny>, id: u64, sink: &'static dyn Sink, ws: bool) -> PyResult<(Py<Receive>, Py<Send>)> {
+    let py = conn.py();
+    let receive = Py::new(py, Receive { stream: Stream::new(conn.clone().unbind(), id, sink), ws })?;
+    let send = Py::new(py, Send { stream: Stream::new(conn.clone().unbind(), id, sink), ws })?;
+    Ok((receive, send))
 }
 
 /// `receive` (ASGI).

@@ -26,3 +26,14 @@ pub mod websocket;
 pub mod wsgi;
 pub mod wsgi_pool;
 pub mod wsgi_start;
+
+/// The `Dispatch` of the interface a server was started with: how its connections start
+/// the application for a request (`conn` calls it, naming no interface).
+pub(crate) fn dispatch(interface: server::Interface) -> &'static dyn stream::Dispatch {
+    match interface {
+        server::Interface::Asgi => &asgi::DISPATCH,
+        server::Interface::Native => &native::SYNC,
+        server::Interface::NativeAsync => &native::ASYNC,
+        server::Interface::Wsgi => &wsgi::DISPATCH,
+    }
+}

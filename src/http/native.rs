@@ -14,10 +14,66 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 use pyo3::{intern, PyTraverseError, PyVisit};
 
-use super::asgi::{Receive, Send};
+use super::asgi::{pair, Receive, Send};
 use super::request::HeadCopy;
-use super::stream::Stream;
+use super::stream::{Dispatch, Opening, Stream};
 use crate::eventloop::gil_cell::GilCell;
+
+/// The native handler API's `Dispatch`: a plain `def handler(request)` (`SYNC`), or an
+/// `async def` one run by `ringloop.server.native` (`ASYNC`).
+pub(crate) static SYNC: Native = Native { run_async: false };
+pub(crate) static ASYNC: Native = Native { run_async: true };
+
+pub(crate) struct Native {
+    run_async: bool,
+}
+
+/// The `Request` of the stream `at`, and the stream opened with it; with `io`, its
+/// `receive` and a `send` beside it (an async handler's, WSGI's).
+pub(crate) fn open_request(at: &Opening<'_, '_>, head: &HeadCopy, io: bool) -> PyResult<(Py<Request>, Option<Py<Send>>)> {
+    let (py, sink) = (at.conn.py(), at.sink);
+    let (receive, send) = match io {
+        true => pair(at.conn, at.id, sink, false).map(|(r, s)| (Some(r), Some(s)))?,
+        false => (None, None),
+    };
+    let server = sink.server(at.conn);
+    let (mut receive, mut request) = (receive, None);
+    sink.peer(at.conn, &mut |p| {
+        request = Some(Request::new(py, head, (p.client, p.local), (&server.scheme, &server.root_path), receive.take(), p.io)?);
+        Ok(())
+    })?;
+    let request = Py::new(py, request.expect("`peer` calls its function"))?;
+    sink.open(at.conn, at.id, head, request.bind(py).as_any())?;
+    Ok((request, send))
+}
+
+impl Dispatch for Native {
+    /// A synchronous handler is called now, or once its body is whole (`collected`); an
+    /// async one's coroutine runs in the connection's task.
+    fn start(&self, at: Opening<'_, '_>, head: &HeadCopy) -> PyResult<()> {
+        let (py, sink) = (at.conn.py(), at.sink);
+        let (request, send) = open_request(&at, head, self.run_async)?;
+        let server = sink.server(at.conn);
+        if !self.run_async {
+            if head.has_body {
+                return sink.collect(at.conn, at.id, request.into_any(), head.body_len);
+            }
+            return call(py, &Stream::new(at.conn.clone().unbind(), at.id, sink), server.app.bind(py), request.bind(py));
+        }
+        let receive = request.get().receive_of(py);
+        let coro = server.runner.bind(py).call_method1(intern!(py, "run_async"), (server.app.bind(py), request, receive, send))?;
+        sink.run(at.conn, &coro, None, Some((head.method.bind(py), head.path.bind(py))))
+    }
+
+    fn collected(&self, at: Opening<'_, '_>, request: Py<PyAny>, body: Py<PyBytes>) -> PyResult<()> {
+        let py = at.conn.py();
+        // What `start` gave `Sink::collect`.
+        let request = request.into_bound(py).cast_into::<Request>()?;
+        request.get().set_body(py, body)?;
+        let app = at.sink.server(at.conn).app.bind(py);
+        call(py, &Stream::new(at.conn.clone().unbind(), at.id, at.sink), app, &request)
+    }
+}
 
 /// A request as a native handler (or the WSGI bridge) sees it.
 #[pyclass(module = "ringloop._core", frozen)]

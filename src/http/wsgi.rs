@@ -13,9 +13,34 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 use pyo3::intern;
 
 use super::asgi::Send;
+use super::native::{open_request, Request};
+use super::request::HeadCopy;
 use super::stream::message::ClientDisconnected;
-use super::native::Request;
+use super::stream::{Dispatch, Opening};
 use super::proto::head::percent_decode;
+
+/// The WSGI bridge's `Dispatch`: the application is submitted to the thread pool
+/// (`wsgi_pool`) with the request, its `receive` and `send`.
+pub(crate) static DISPATCH: Wsgi = Wsgi;
+
+pub(crate) struct Wsgi;
+
+impl Dispatch for Wsgi {
+    fn start(&self, at: Opening<'_, '_>, head: &HeadCopy) -> PyResult<()> {
+        let py = at.conn.py();
+        let (request, send) = open_request(&at, head, true)?;
+        let server = at.sink.server(at.conn);
+        let receive = request.get().receive_of(py);
+        let submit = server.wsgi_submit.as_ref().expect("a WSGI server has its bridge");
+        submit.bind(py).call1((server.app.bind(py), request, receive, send))?;
+        Ok(())
+    }
+
+    /// Never asked: the bridge reads the body through `receive`.
+    fn collected(&self, _at: Opening<'_, '_>, _request: Py<PyAny>, _body: Py<PyBytes>) -> PyResult<()> {
+        Ok(())
+    }
+}
 
 /// `bytes` as PEP 3333's "bytes as str": each byte one code point (latin-1).
 fn latin1<'py>(py: Python<'py>, b: &[u8]) -> Bound<'py, PyString> {

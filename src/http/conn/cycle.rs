@@ -51,7 +51,7 @@ pub(crate) struct Cycle {
     /// Body arrived while `receive` waits (set by `conn`, acted on after its borrow).
     pub(crate) wake: bool,
     /// A synchronous native handler's request, waiting for its whole body (`collected`).
-    pub(crate) pending: Option<Py<crate::http::native::Request>>,
+    pub(crate) pending: Option<Py<PyAny>>,
     pub(crate) collected: Option<Collected>,
     /// The application has the `websocket` scope (`websocket`).
     pub(crate) websocket: bool,

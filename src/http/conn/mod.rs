@@ -3,8 +3,8 @@
 //!
 //! The data path: the stream transport hands received bytes straight to `feed` (a
 //! `NativeProtocol`: no Python call, no `bytes` for the head); `process` polls `h1` and, for
-//! each request head, builds the request natively (`asgi::Request`) and starts the
-//! application — an ASGI app's coroutine in the connection's host task (`host.rs`), its first
+//! each request head, starts the application through the interface's `Dispatch`
+//! (`start.rs`) — an ASGI app's coroutine in the connection's host task (`host.rs`), its first
 //! step taken at once, inside this call, so a response that needs no I/O is written before
 //! `process` returns. Responses are appended to `out` and leave with one write: at the end of `process`,
 //! or at the end of the loop iteration (`FlushAtEnd`) for responses finished by a task later.
@@ -38,13 +38,13 @@ use pyo3::types::PyBytes;
 use pyo3::{intern, PyTraverseError, PyVisit};
 
 use self::cycle::Cycle;
-use super::asgi;
 use super::host::Host;
 use super::request::{self, HeadCopy};
 use super::scope::ConnScope;
 use super::proto::h1::{After, Conn, Event, Phase, Stamp};
 use super::server::ServerState;
 use super::stream::message::resolve;
+use super::stream::Spare;
 use self::watch::Records;
 use super::websocket::{self, WsState};
 use crate::eventloop::core::LoopCore;
@@ -69,8 +69,8 @@ pub(crate) struct ConnState {
     pub(crate) cycle: Option<Cycle>,
     /// What this connection's ASGI scopes are copied from (`scope`), made at its first request.
     pub(crate) scope: Option<ConnScope>,
-    /// The latest ASGI request's `receive` and `send`, for the next request (`asgi::callables`).
-    pub(crate) spare: Option<asgi::Callables>,
+    /// What the interface kept for the next request (ASGI: the latest `receive` and `send`).
+    pub(crate) spare: Option<Spare>,
     next_cycle: u64,
     /// Inside `process`: a response that ends here lets the loop go on to the next request.
     in_process: bool,

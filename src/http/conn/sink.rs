@@ -3,13 +3,16 @@
 
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict};
+use pyo3::types::{PyBytes, PyDict, PyString};
 
-use super::cycle::{self, current};
-use super::HttpConn;
-use crate::http::server::Interface;
+use super::cycle::{self, current, Cycle};
+use super::{watch, HttpConn};
+use crate::http::asgi;
+use crate::http::body::Collected;
+use crate::http::request::HeadCopy;
+use crate::http::server::{Interface, ServerState};
 use crate::http::stream::message::Got;
-use crate::http::stream::{Progress, Sink};
+use crate::http::stream::{InFlight, Peer, Progress, Sink, Spare};
 use crate::http::websocket;
 
 /// The function table every stream of an `HttpConn` holds.
@@ -21,12 +24,61 @@ pub(crate) struct H1Sink;
 /// one).
 fn http<'a, 'py>(conn: &'a Bound<'py, PyAny>) -> &'a Bound<'py, HttpConn> {
     debug_assert!(conn.is_instance_of::<HttpConn>());
-    // SAFETY: every `Stream` made with `SINK` holds an `HttpConn` (`HttpConn::stream`,
+    // SAFETY: every `Stream` made with `SINK` holds an `HttpConn` (`HttpConn::sink`,
     // `start.rs`, `websocket::asgi`): the cast cannot fail.
     unsafe { conn.cast_unchecked::<HttpConn>() }
 }
 
 impl Sink for H1Sink {
+    fn open(&self, conn: &Bound<'_, PyAny>, id: u64, head: &HeadCopy, subject: &Bound<'_, PyAny>) -> PyResult<()> {
+        let py = conn.py();
+        let this = http(conn).get();
+        watch::note_start(this, py, id, subject)?;
+        let cycle = Cycle::new(id, head, py, InFlight::enter(&this.server.get().in_flight));
+        this.st.borrow_mut(py)?.cycle = Some(cycle);
+        Ok(())
+    }
+
+    fn scope<'py>(&self, conn: &Bound<'py, PyAny>, head: &HeadCopy) -> PyResult<Bound<'py, PyDict>> {
+        HttpConn::asgi_scope(http(conn), head)
+    }
+
+    fn peer(&self, conn: &Bound<'_, PyAny>, f: &mut dyn FnMut(Peer<'_>) -> PyResult<()>) -> PyResult<()> {
+        let st = http(conn).get().st.borrow(conn.py())?;
+        f(Peer { client: &st.client, local: &st.local, io: st.io() })
+    }
+
+    fn server<'a>(&self, conn: &'a Bound<'_, PyAny>) -> &'a ServerState {
+        http(conn).get().server.get()
+    }
+
+    fn run(&self, conn: &Bound<'_, PyAny>, coro: &Bound<'_, PyAny>, send: Option<&Bound<'_, PyAny>>, name: Option<(&Bound<'_, PyString>, &Bound<'_, PyString>)>) -> PyResult<()> {
+        let send = send.map(|s| s.cast::<asgi::Send>()).transpose()?;
+        HttpConn::spawn(http(conn), coro, send, name)
+    }
+
+    fn collect(&self, conn: &Bound<'_, PyAny>, id: u64, request: Py<PyAny>, declared: Option<u64>) -> PyResult<()> {
+        let py = conn.py();
+        let body = Collected::new(py, declared)?;
+        {
+            let mut st = http(conn).get().st.borrow_mut(py)?;
+            let Some(c) = current(&mut st, id) else { return Ok(()) };
+            c.pending = Some(request);
+            c.collected = Some(body);
+        }
+        HttpConn::collect(http(conn), id).map(drop)
+    }
+
+    fn take_spare(&self, conn: &Bound<'_, PyAny>) -> PyResult<Option<Spare>> {
+        Ok(http(conn).get().st.borrow_mut(conn.py())?.spare.take())
+    }
+
+    fn keep_spare(&self, conn: &Bound<'_, PyAny>, spare: Spare) -> PyResult<()> {
+        let old = http(conn).get().st.borrow_mut(conn.py())?.spare.replace(spare);
+        drop(old);
+        Ok(())
+    }
+
     fn poll_body(&self, conn: &Bound<'_, PyAny>, id: u64) -> PyResult<Got> {
         cycle::poll_body(http(conn), id)
     }

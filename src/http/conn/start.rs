@@ -1,34 +1,34 @@
-//! Starting a request's application on the connection: the request object (an ASGI scope,
-//! or a native `Request`) and its `Cycle` built from the head, the interface called, and its
-//! coroutine run in the connection's host task (`host.rs`); a synchronous native handler's
-//! body read whole before it is called (`collect`).
+//! Starting a request's application on the connection: a new stream id, and the interface's
+//! `Dispatch` called with it (`http::dispatch`), or a WebSocket session begun; what the
+//! interfaces ask of the driver meanwhile (`Sink::scope`, `open`, `run`, `collect`): the ASGI
+//! scope from the connection's facts, the coroutine run in the connection's host task
+//! (`host.rs`), a synchronous native handler's body read whole before it is called.
 
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{IntoPyDict, PyDict};
 
-use super::cycle::{self, Cycle};
+use super::cycle;
 use super::sink::SINK;
 use super::{watch, HttpConn};
 use crate::eventloop::core::LoopCore;
-use crate::http::asgi::{self, Receive, Send};
-use crate::http::body::Collected;
+use crate::http::asgi;
 use crate::http::host::{Host, RequestName};
-use crate::http::native::{self, Request};
 use crate::http::request::{self, HeadCopy};
 use crate::http::scope::{ConnScope, Origin};
 use crate::http::server::Interface;
-use crate::http::stream::{InFlight, Stream};
+use crate::http::stream::{Opening, Sink};
 use crate::http::websocket;
 
 impl HttpConn {
-    /// A handle on the connection's stream `id` for an interface.
-    pub(crate) fn stream(slf: &Bound<'_, Self>, id: u64) -> Stream {
-        Stream::new(slf.clone().into_any().unbind(), id, &SINK)
+    /// The function table of this connection's streams.
+    pub(crate) fn sink() -> &'static dyn Sink {
+        &SINK
     }
 
-    /// Start the application for the request whose head is `head`. `Ok(true)`: its response
-    /// is already complete (go on with the next request).
+    /// Start the application for the request whose head is `head`: a WebSocket upgrade
+    /// becomes a session (`websocket`), any other request goes to the interface's `Dispatch`.
+    /// `Ok(true)`: its response is already complete (go on with the next request).
     pub(super) fn start(slf: &Bound<'_, Self>, head: HeadCopy) -> PyResult<bool> {
         let py = slf.py();
         let this = slf.get();
@@ -38,53 +38,14 @@ impl HttpConn {
             st.next_cycle += 1;
             st.next_cycle
         };
-        match server.interface {
-            Interface::Asgi if head.websocket && server.ws.is_some() => return websocket::asgi::start(slf, &head, id),
-            Interface::Asgi => {
-                let (scope, cycle) = Self::asgi_request(slf, &head, id)?;
-                watch::note_start(this, py, id, &scope)?;
-                this.st.borrow_mut(py)?.cycle = Some(cycle);
-                let spare = this.st.borrow_mut(py)?.spare.take();
-                let c = asgi::callables(slf.as_any(), id, &SINK, spare)?;
-                match server.app.bind(py).call1((scope, c.receive.bind(py), c.send_fn.bind(py))) {
-                    // The app's own coroutine is the task's (no wrapper frame): how it ended is
-                    // read off the task (`asgi::watch`).
-                    Ok(coro) => Self::spawn(slf, &coro, Some(c.send.bind(py)), Some((head.method.bind(py), head.path.bind(py))))?,
-                    Err(e) => c.send.get().failed(py, &e.into_value(py).into_bound(py))?,
-                }
-                let old = this.st.borrow_mut(py)?.spare.replace(c);
-                drop(old);
-            }
-            Interface::Native | Interface::NativeAsync if head.websocket && server.ws_handler.is_some() => {
-                return websocket::native::start(slf, &head, id);
-            }
-            Interface::Native => {
-                let (request, mut cycle, _) = Self::native_request(slf, &head, id, false)?;
-                watch::note_start(this, py, id, request.bind(py))?;
-                if head.has_body {
-                    // The handler gets the whole body: read it first (`collect`).
-                    cycle.pending = Some(request);
-                    cycle.collected = Some(Collected::new(py, head.body_len)?);
-                    this.st.borrow_mut(py)?.cycle = Some(cycle);
-                    return Self::collect(slf, id);
-                }
-                this.st.borrow_mut(py)?.cycle = Some(cycle);
-                native::call(py, &Self::stream(slf, id), server.app.bind(py), request.bind(py))?;
-            }
-            Interface::NativeAsync | Interface::Wsgi => {
-                let (request, cycle, send) = Self::native_request(slf, &head, id, true)?;
-                watch::note_start(this, py, id, request.bind(py))?;
-                this.st.borrow_mut(py)?.cycle = Some(cycle);
-                let receive = request.get().receive_of(py);
-                if server.interface == Interface::Wsgi {
-                    let submit = server.wsgi_submit.as_ref().expect("a WSGI server has its bridge");
-                    submit.bind(py).call1((server.app.bind(py), request, receive, send))?;
-                } else {
-                    let coro = server.runner.bind(py).call_method1(intern!(py, "run_async"), (server.app.bind(py), request, receive, send))?;
-                    Self::spawn(slf, &coro, None, Some((head.method.bind(py), head.path.bind(py))))?;
-                }
+        if head.websocket {
+            match server.interface {
+                Interface::Asgi if server.ws.is_some() => return websocket::asgi::start(slf, &head, id),
+                Interface::Native | Interface::NativeAsync if server.ws_handler.is_some() => return websocket::native::start(slf, &head, id),
+                _ => {}
             }
         }
+        crate::http::dispatch(server.interface).start(Opening { conn: slf.as_any(), sink: &SINK, id }, &head)?;
         Ok(this.st.borrow(py)?.cycle.is_none())
     }
 
@@ -158,8 +119,8 @@ impl HttpConn {
                     }
                 };
                 if let Some((request, body)) = ready {
-                    request.get().set_body(py, body.finish(py))?;
-                    native::call(py, &Self::stream(slf, id), this.server.get().app.bind(py), request.bind(py))?;
+                    let dispatch = crate::http::dispatch(this.server.get().interface);
+                    dispatch.collected(Opening { conn: slf.as_any(), sink: &SINK, id }, request, body.finish(py))?;
                 }
                 Ok(this.st.borrow(py)?.cycle.is_none())
             }
@@ -168,8 +129,8 @@ impl HttpConn {
 }
 
 impl HttpConn {
-    /// The scope and the cycle for the request `head` (after `conn` released its borrow).
-    pub(crate) fn asgi_request<'py>(conn: &Bound<'py, HttpConn>, head: &HeadCopy, id: u64) -> PyResult<(Bound<'py, PyDict>, Cycle)> {
+    /// The ASGI `http` scope of `head` on this connection (`Sink::scope`).
+    pub(super) fn asgi_scope<'py>(conn: &Bound<'py, HttpConn>, head: &HeadCopy) -> PyResult<Bound<'py, PyDict>> {
         let py = conn.py();
         let this = conn.get();
         let server = this.server.get();
@@ -194,25 +155,6 @@ impl HttpConn {
         };
         let scope = base.scope(py, head, &origin, state.as_ref())?;
         this.st.borrow_mut(py)?.scope = Some(base);
-        Ok((scope, Cycle::new(id, head, py, InFlight::enter(&server.in_flight))))
-    }
-
-    /// The request object and the cycle for `head` (native handlers and WSGI); async handlers and
-    /// WSGI also get `receive`/`send`.
-    pub(crate) fn native_request(conn: &Bound<'_, HttpConn>, head: &HeadCopy, id: u64, with_io: bool) -> PyResult<(Py<Request>, Cycle, Option<Py<Send>>)> {
-        let py = conn.py();
-        let (receive, send) = if with_io {
-            let stream = || Stream::new(conn.clone().into_any().unbind(), id, &SINK);
-            (Some(Py::new(py, Receive { stream: stream(), ws: false })?), Some(Py::new(py, Send { stream: stream(), ws: false })?))
-        } else {
-            (None, None)
-        };
-        let server = conn.get().server.get();
-        let request = {
-            let st = conn.get().st.borrow(py)?;
-            Request::new(py, head, (&st.client, &st.local), (&server.scheme, &server.root_path), receive, st.io())?
-        };
-        let request = Py::new(py, request)?;
-        Ok((request, Cycle::new(id, head, py, InFlight::enter(&server.in_flight)), send))
+        Ok(scope)
     }
 }

@@ -11,6 +11,7 @@
 //! connection collected with a request still open. One place, where there were four decrements
 //! (each a path to forget) and one increment before a fallible step that could leak a count.
 
+pub(crate) mod dispatch;
 pub(crate) mod message;
 pub(crate) mod sink;
 
@@ -20,7 +21,8 @@ use std::sync::Arc;
 use pyo3::prelude::*;
 use pyo3::{PyTraverseError, PyVisit};
 
-pub(crate) use sink::{Progress, Sink};
+pub(crate) use dispatch::{Dispatch, Opening, Spare};
+pub(crate) use sink::{Peer, Progress, Sink};
 
 /// One request on a connection, as an interface holds it. The id is atomic because an
 /// interface's callables are handed on to the connection's next stream when nothing else

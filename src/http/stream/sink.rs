@@ -8,9 +8,21 @@
 //! `ClientDisconnected`), never applied to the connection's next stream.
 
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict};
+use pyo3::types::{PyBytes, PyDict, PyString};
 
+use super::dispatch::Spare;
 use super::message::Got;
+use crate::http::request::HeadCopy;
+use crate::http::server::ServerState;
+use crate::transport::stream::StreamIO;
+
+/// The connection's ends, for a request object: `(host, port)` or `None` each, and the
+/// native transport (its TLS session details). Borrowed from the connection (`Sink::peer`).
+pub(crate) struct Peer<'a> {
+    pub(crate) client: &'a Py<PyAny>,
+    pub(crate) local: &'a Py<PyAny>,
+    pub(crate) io: Option<&'a Py<StreamIO>>,
+}
 
 /// Where a stream's response stands (see `Sink::progress`).
 #[derive(Clone, Copy)]
@@ -22,6 +34,28 @@ pub(crate) struct Progress {
 }
 
 pub(crate) trait Sink: Sync {
+    /// Open the stream `id` for the request `head` (`Dispatch::start`): from here it counts in
+    /// flight, the blocking watch shows `subject` (its scope, its `Request`) for it, and the
+    /// calls below reach it, until its response ends.
+    fn open(&self, conn: &Bound<'_, PyAny>, id: u64, head: &HeadCopy, subject: &Bound<'_, PyAny>) -> PyResult<()>;
+    /// The ASGI `http` scope of `head` on this connection: its ends, scheme (proxy headers
+    /// believed from a trusted peer), TLS extension and the lifespan state.
+    fn scope<'py>(&self, conn: &Bound<'py, PyAny>, head: &HeadCopy) -> PyResult<Bound<'py, PyDict>>;
+    /// `f` called with the connection's ends, under the connection's borrow: it must run no
+    /// Python code and allocate no Python object (copies of references only).
+    fn peer(&self, conn: &Bound<'_, PyAny>, f: &mut dyn FnMut(Peer<'_>) -> PyResult<()>) -> PyResult<()>;
+    /// The configuration of the worker the connection belongs to.
+    fn server<'a>(&self, conn: &'a Bound<'_, PyAny>) -> &'a ServerState;
+    /// Run the application's coroutine in the connection's task, its first step now. `send`:
+    /// the ASGI `send` told how it ended; `name`: the method and path the task is named after.
+    fn run(&self, conn: &Bound<'_, PyAny>, coro: &Bound<'_, PyAny>, send: Option<&Bound<'_, PyAny>>, name: Option<(&Bound<'_, PyString>, &Bound<'_, PyString>)>) -> PyResult<()>;
+    /// Read the body of stream `id` whole (at most `declared` bytes if given), then hand it
+    /// and `request` to `Dispatch::collected`.
+    fn collect(&self, conn: &Bound<'_, PyAny>, id: u64, request: Py<PyAny>, declared: Option<u64>) -> PyResult<()>;
+    /// What the interface kept for the connection's next request (`Spare`), taken.
+    fn take_spare(&self, conn: &Bound<'_, PyAny>) -> PyResult<Option<Spare>>;
+    fn keep_spare(&self, conn: &Bound<'_, PyAny>, spare: Spare) -> PyResult<()>;
+
     /// Request body: what is buffered (answering `Expect: 100-continue` first), or `Wait`.
     fn poll_body(&self, conn: &Bound<'_, PyAny>, id: u64) -> PyResult<Got>;
     /// A `receive` waits on `waiter` (a future) for body or the end; `false`: the stream is

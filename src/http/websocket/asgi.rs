@@ -15,7 +15,7 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 use pyo3::intern;
 
 use super::{handshake, read, Phase, Read, WsState};
-use crate::http::asgi::{Receive, Send};
+use crate::http::asgi::pair;
 use crate::http::conn::HttpConn;
 use crate::http::conn::cycle::{self, current};
 use crate::http::stream::message::{self, ready, resolve, ClientDisconnected};
@@ -28,21 +28,22 @@ use crate::http::proto::ws;
 pub(crate) fn start(conn: &Bound<'_, HttpConn>, head: &HeadCopy, id: u64) -> PyResult<bool> {
     let py = conn.py();
     let this = conn.get();
-    let server = this.server.get();
-    let (scope, cycle) = HttpConn::asgi_request(conn, head, id)?;
-    let mut cycle = cycle;
-    cycle.websocket = true;
-    this.st.borrow_mut(py)?.cycle = Some(cycle);
+    let (any, sink) = (conn.as_any(), HttpConn::sink());
+    // The stream opens as any request's does (`Dispatch`); the watch's record is this dict,
+    // made into the `websocket` scope below.
+    let scope = sink.scope(any, head)?;
+    sink.open(any, id, head, &scope)?;
+    if let Some(c) = current(&mut *this.st.borrow_mut(py)?, id) {
+        c.websocket = true;
+    }
     let Some(upgrade) = handshake::check(conn, head, id)? else {
         return Ok(this.st.borrow(py)?.cycle.is_none());
     };
     let scope = websocket_scope(&scope, &upgrade)?;
-    crate::http::conn::watch::note_start(this, py, id, &scope)?;
     handshake::begin(conn, id, upgrade)?;
-    let receive = Py::new(py, Receive { stream: HttpConn::stream(conn, id), ws: true })?;
-    let send = Py::new(py, Send { stream: HttpConn::stream(conn, id), ws: true })?;
-    match server.app.bind(py).call1((scope, receive, send.bind(py))) {
-        Ok(coro) => HttpConn::spawn(conn, &coro, Some(send.bind(py)), None)?,
+    let (receive, send) = pair(any, id, sink, true)?;
+    match sink.server(any).app.bind(py).call1((scope, receive, send.bind(py))) {
+        Ok(coro) => sink.run(any, &coro, Some(send.bind(py).as_any()), None)?,
         Err(e) => send.get().failed(py, &e.into_value(py).into_bound(py))?,
     }
     Ok(false)

@@ -23,7 +23,8 @@ use super::{handshake, read, Phase, Read, WsState};
 use crate::http::conn::HttpConn;
 use crate::http::conn::cycle;
 use crate::http::stream::message::ClientDisconnected;
-use crate::http::native::Request;
+use crate::http::native::{open_request, Request};
+use crate::http::stream::Opening;
 use crate::http::request::HeadCopy;
 use crate::http::proto::ws;
 
@@ -82,9 +83,7 @@ fn callback<'py>(conn: &Bound<'py, HttpConn>, name: &Bound<'py, PyString>, args:
 pub(crate) fn start(conn: &Bound<'_, HttpConn>, head: &HeadCopy, id: u64) -> PyResult<bool> {
     let py = conn.py();
     let this = conn.get();
-    let (request, cycle, _) = HttpConn::native_request(conn, head, id, false)?;
-    crate::http::conn::watch::note_start(this, py, id, request.bind(py))?;
-    this.st.borrow_mut(py)?.cycle = Some(cycle);
+    let (request, _) = open_request(&Opening { conn: conn.as_any(), sink: HttpConn::sink(), id }, head, false)?;
     let Some(upgrade) = handshake::check(conn, head, id)? else {
         return Ok(this.st.borrow(py)?.cycle.is_none());
     };
