@@ -37,13 +37,15 @@ set -euo pipefail
 CHROOT=${RINGLOOP_SID_CHROOT:-/var/cache/ringloop/sid}
 MIRROR=${RINGLOOP_SID_MIRROR:-http://deb.debian.org/debian}
 STAMP=.ringloop-sid-complete
+# The EXTRA_PACKAGES a chroot has (a cached chroot gets those added since it was made).
+EXTRAS_STAMP=.ringloop-sid-extras
 CHECKOUT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 SELF="$CHECKOUT/scripts/$(basename "${BASH_SOURCE[0]}")"
 # Python versions wanted in the chroot; each is installed only if sid has it.
 PYTHONS=(3.14 3.15)
 # What the build and the test suite need besides Python: a C linker for rustc, the headers of
-# libc, wrk for the server tests, procps (ps) and valgrind for helpers that look at processes.
-EXTRA_PACKAGES=(ca-certificates gcc libc6-dev wrk procps git)
+# libc, wrk and curl for the server tests, procps (ps) for helpers that look at processes.
+EXTRA_PACKAGES=(ca-certificates gcc libc6-dev wrk curl procps git)
 
 die() { echo "sid-chroot: $*" >&2; exit 2; }
 
@@ -137,20 +139,39 @@ build() {
         || { tail -n 30 "$tmp.log" >&2; die "apt-get install failed in the chroot (log: $tmp.log)"; }
     apt_in "$tmp" clean
     rm -f "$tmp.log"
+    echo "${EXTRA_PACKAGES[*]}" >"$tmp/$EXTRAS_STAMP"
     date -u +%FT%TZ >"$tmp/$STAMP"
     rm -rf "$CHROOT"             # an old chroot without the stamp (interrupted by hand)
     mv "$tmp" "$CHROOT"
     echo "sid-chroot: ready in $CHROOT" >&2
 }
 
+extras_current() {
+    [ "$(cat "$CHROOT/$EXTRAS_STAMP" 2>/dev/null)" = "${EXTRA_PACKAGES[*]}" ]
+}
+
+# A cached chroot made with fewer EXTRA_PACKAGES: install the list (apt-get skips those it has).
+# With the package lists it was made with first; sid moves on, so on a miss, update and retry.
+add_extras() {
+    echo "sid-chroot: apt-get install ${EXTRA_PACKAGES[*]} (into the cached chroot)" >&2
+    { apt_in "$CHROOT" install "${EXTRA_PACKAGES[@]}" \
+        || { apt_in "$CHROOT" update && apt_in "$CHROOT" install "${EXTRA_PACKAGES[@]}"; }; } \
+        >"$CHROOT.extras.log" 2>&1 \
+        || { tail -n 30 "$CHROOT.extras.log" >&2; die "apt-get install failed in the chroot (log: $CHROOT.extras.log)"; }
+    apt_in "$CHROOT" clean
+    rm -f "$CHROOT.extras.log"
+    echo "${EXTRA_PACKAGES[*]}" >"$CHROOT/$EXTRAS_STAMP"
+}
+
 ensure() {
-    [ -f "$CHROOT/$STAMP" ] && return 0
+    [ -f "$CHROOT/$STAMP" ] && extras_current && return 0
     need_root
     mkdir -p "$(dirname "$CHROOT")"
     # One builder at a time (two worktrees may ask at once); the second finds the stamp.
     exec 9>"$CHROOT.lock"
     flock 9
     [ -f "$CHROOT/$STAMP" ] || build
+    extras_current || add_extras
     exec 9>&-
 }
 
