@@ -25,7 +25,8 @@
 #   scripts/sid-chroot.sh pythons
 #       Print the Python versions installed in the chroot, one per line (3.14, maybe 3.15).
 #
-# Mounts (/proc, /sys, /dev, /dev/pts, /tmp, ~/.cargo, ~/.rustup, the checkout) are made in a
+# Mounts (/proc, /sys, /dev, /dev/pts, /tmp, ~/.cargo, ~/.rustup, the checkout, and the host's
+# Python 2.7 with ~/.local for Autobahn's wstest when there is one) are made in a
 # private mount namespace (unshare --mount) that exists only while the command runs: they vanish
 # with its last process even if the script is killed, never show in the host's mount table, and
 # `rm -rf` of the cache can never reach through a leftover bind mount into the host.
@@ -68,6 +69,20 @@ mount_and_chroot() {
         mkdir -p "$root$d"
         mount --bind "$d" "$root$d"
     done
+    # Autobahn's wstest (tests/ws) is Python 2.7 software and sid has no Python 2.7: the host's
+    # (RINGLOOP_PYTHON2, or pyenv's newest 2.7) and its user site, where install_autobahn.sh
+    # puts wstest, are bound in at the same paths, and RINGLOOP_PYTHON2 names it in there.
+    local py2 prefix
+    py2=$(host_python2)
+    if [ -n "$py2" ]; then
+        prefix=$(dirname "$(dirname "$(readlink -f "$py2")")")
+        for d in "$prefix" "$HOME/.local"; do
+            [ -d "$d" ] || continue
+            mkdir -p "$root$d"
+            mount --bind "$d" "$root$d"
+        done
+        export RINGLOOP_PYTHON2=$py2
+    fi
     # Name resolution and the host's CA bundle (pip reaches PyPI through it) as of now.
     cp -L /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null || true
     cp -L /etc/hosts "$root/etc/hosts" 2>/dev/null || true
@@ -84,6 +99,15 @@ mount_and_chroot() {
         HOME="$HOME" TERM="${TERM:-dumb}" LANG=C.UTF-8 PYTHONDONTWRITEBYTECODE=1 "${keep[@]}" \
         PATH="$HOME/.cargo/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" \
         "$@"
+}
+
+# The host's CPython 2.7 (see mount_and_chroot), or nothing.
+host_python2() {
+    local p
+    for p in "${RINGLOOP_PYTHON2:-}" $(ls -d "$HOME"/.pyenv/versions/2.7*/bin/python2.7 2>/dev/null | sort -rV); do
+        [ -n "$p" ] && [ -x "$p" ] && { echo "$p"; return; }
+    done
+    return 0
 }
 
 # Run "$@" (a subcommand of this script) in a new private mount namespace.
