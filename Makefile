@@ -64,7 +64,7 @@ demo: $(BUILT) ## build, then show ringloop against its peers (primitives, trans
 	@if [ -f examples/blocking_demo.py ]; then $(PY) examples/blocking_demo.py; fi
 	$(PY) examples/pdf_ingest/demo.py --quick
 
-test: test-rust test-fuzz test-py test-bound test-py314-ci ## build and run every test (cargo test, a short fuzz run, pytest on both backends on 3.11; the version-sensitive files on 3.14 in the sid chroot)
+test: test-rust test-fuzz test-py test-bound test-py314-ci ## build and run every test (cargo test, a short fuzz run, pytest on both backends on 3.11; the loop, transport and server suites on 3.14 in the sid chroot)
 
 test-rust: ## unit tests of the sans-I/O Rust modules and reactors
 	cargo test --release --lib -q
@@ -107,15 +107,17 @@ PY315_TESTS ?= tests
 test-py314: ## pytest on CPython 3.14 in a Debian sid chroot (made on first use, as root, then cached)
 	$(SID_BUILD) $(SID) run --python 3.14 -- bash scripts/sid-suite.sh $(PY314_TESTS)
 
-# What `make test` runs on 3.14 (the full suite runs on 3.11): the files whose behaviour
-# depends on the Python version and that have run green on 3.14 here (install and the policy,
-# task introspection, sendfile, pipes and subprocesses, transport writes, the server's tasks
-# and WSGI). The rest runs with `make test-py314`; widening this list to the whole loop,
-# transport, server and watch suites is issue 21's open part.
-PY314_CI_TESTS := tests/loop/test_install.py tests/loop/test_task_introspection.py \
-	tests/loop/test_sockops_extra.py tests/loop/test_pipes_subprocess.py \
-	tests/transport/test_stream_api.py tests/transport/test_stream_context.py \
-	tests/http/test_app_tasks.py tests/server/test_server_wsgi.py
+# What `make test` runs on 3.14 (the full suite runs on 3.11): the loop, transport and server
+# suites (issue 21) and the server's task names. Left to `make test-py314`, with tests/http,
+# tests/ws, tests/realclients and CPython's conformance mixins: the three load files
+# (tests/transport/test_read_order_stress.py, test_load.py, tests/server/test_server_load.py),
+# 12 of the four suites' 23 minutes on a loaded 2-core machine; their point is volume (150
+# seeded scenarios per loop kind, 100k connections) through code the other files run on 3.14.
+# tests/watch is not here yet: under load (2 cores, load 10-14) 4 of its timing-bound tests
+# failed on 3.14 as on 3.15 (issue 23); it joins when they wait for events.
+PY314_CI_TESTS := tests/loop tests/transport tests/server tests/http/test_app_tasks.py \
+	--ignore=tests/transport/test_read_order_stress.py --ignore=tests/transport/test_load.py \
+	--ignore=tests/server/test_server_load.py
 test-py314-ci:
 	$(SID_BUILD) $(SID) run --python 3.14 -- bash scripts/sid-suite.sh $(PY314_CI_TESTS)
 

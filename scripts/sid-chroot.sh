@@ -25,7 +25,8 @@
 #   scripts/sid-chroot.sh pythons
 #       Print the Python versions installed in the chroot, one per line (3.14, maybe 3.15).
 #
-# Mounts (/proc, /sys, /dev, /dev/pts, /tmp, ~/.cargo, ~/.rustup, the checkout) are made in a
+# Mounts (/proc, /sys, /dev, /dev/pts, /tmp, ~/.cargo, ~/.rustup, the checkout, and the host's
+# Python 2.7 with ~/.local for Autobahn's wstest when there is one) are made in a
 # private mount namespace (unshare --mount) that exists only while the command runs: they vanish
 # with its last process even if the script is killed, never show in the host's mount table, and
 # `rm -rf` of the cache can never reach through a leftover bind mount into the host.
@@ -37,13 +38,15 @@ set -euo pipefail
 CHROOT=${RINGLOOP_SID_CHROOT:-/var/cache/ringloop/sid}
 MIRROR=${RINGLOOP_SID_MIRROR:-http://deb.debian.org/debian}
 STAMP=.ringloop-sid-complete
+# The EXTRA_PACKAGES a chroot has (a cached chroot gets those added since it was made).
+EXTRAS_STAMP=.ringloop-sid-extras
 CHECKOUT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 SELF="$CHECKOUT/scripts/$(basename "${BASH_SOURCE[0]}")"
 # Python versions wanted in the chroot; each is installed only if sid has it.
 PYTHONS=(3.14 3.15)
 # What the build and the test suite need besides Python: a C linker for rustc, the headers of
-# libc, wrk for the server tests, procps (ps) and valgrind for helpers that look at processes.
-EXTRA_PACKAGES=(ca-certificates gcc libc6-dev wrk procps git)
+# libc, wrk and curl for the server tests, procps (ps) for helpers that look at processes.
+EXTRA_PACKAGES=(ca-certificates gcc libc6-dev wrk curl procps git)
 
 die() { echo "sid-chroot: $*" >&2; exit 2; }
 
@@ -66,6 +69,20 @@ mount_and_chroot() {
         mkdir -p "$root$d"
         mount --bind "$d" "$root$d"
     done
+    # Autobahn's wstest (tests/ws) is Python 2.7 software and sid has no Python 2.7: the host's
+    # (RINGLOOP_PYTHON2, or pyenv's newest 2.7) and its user site, where install_autobahn.sh
+    # puts wstest, are bound in at the same paths, and RINGLOOP_PYTHON2 names it in there.
+    local py2 prefix
+    py2=$(host_python2)
+    if [ -n "$py2" ]; then
+        prefix=$(dirname "$(dirname "$(readlink -f "$py2")")")
+        for d in "$prefix" "$HOME/.local"; do
+            [ -d "$d" ] || continue
+            mkdir -p "$root$d"
+            mount --bind "$d" "$root$d"
+        done
+        export RINGLOOP_PYTHON2=$py2
+    fi
     # Name resolution and the host's CA bundle (pip reaches PyPI through it) as of now.
     cp -L /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null || true
     cp -L /etc/hosts "$root/etc/hosts" 2>/dev/null || true
@@ -82,6 +99,15 @@ mount_and_chroot() {
         HOME="$HOME" TERM="${TERM:-dumb}" LANG=C.UTF-8 PYTHONDONTWRITEBYTECODE=1 "${keep[@]}" \
         PATH="$HOME/.cargo/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" \
         "$@"
+}
+
+# The host's CPython 2.7 (see mount_and_chroot), or nothing.
+host_python2() {
+    local p
+    for p in "${RINGLOOP_PYTHON2:-}" $(ls -d "$HOME"/.pyenv/versions/2.7*/bin/python2.7 2>/dev/null | sort -rV); do
+        [ -n "$p" ] && [ -x "$p" ] && { echo "$p"; return; }
+    done
+    return 0
 }
 
 # Run "$@" (a subcommand of this script) in a new private mount namespace.
@@ -137,20 +163,39 @@ build() {
         || { tail -n 30 "$tmp.log" >&2; die "apt-get install failed in the chroot (log: $tmp.log)"; }
     apt_in "$tmp" clean
     rm -f "$tmp.log"
+    echo "${EXTRA_PACKAGES[*]}" >"$tmp/$EXTRAS_STAMP"
     date -u +%FT%TZ >"$tmp/$STAMP"
     rm -rf "$CHROOT"             # an old chroot without the stamp (interrupted by hand)
     mv "$tmp" "$CHROOT"
     echo "sid-chroot: ready in $CHROOT" >&2
 }
 
+extras_current() {
+    [ "$(cat "$CHROOT/$EXTRAS_STAMP" 2>/dev/null)" = "${EXTRA_PACKAGES[*]}" ]
+}
+
+# A cached chroot made with fewer EXTRA_PACKAGES: install the list (apt-get skips those it has).
+# With the package lists it was made with first; sid moves on, so on a miss, update and retry.
+add_extras() {
+    echo "sid-chroot: apt-get install ${EXTRA_PACKAGES[*]} (into the cached chroot)" >&2
+    { apt_in "$CHROOT" install "${EXTRA_PACKAGES[@]}" \
+        || { apt_in "$CHROOT" update && apt_in "$CHROOT" install "${EXTRA_PACKAGES[@]}"; }; } \
+        >"$CHROOT.extras.log" 2>&1 \
+        || { tail -n 30 "$CHROOT.extras.log" >&2; die "apt-get install failed in the chroot (log: $CHROOT.extras.log)"; }
+    apt_in "$CHROOT" clean
+    rm -f "$CHROOT.extras.log"
+    echo "${EXTRA_PACKAGES[*]}" >"$CHROOT/$EXTRAS_STAMP"
+}
+
 ensure() {
-    [ -f "$CHROOT/$STAMP" ] && return 0
+    [ -f "$CHROOT/$STAMP" ] && extras_current && return 0
     need_root
     mkdir -p "$(dirname "$CHROOT")"
     # One builder at a time (two worktrees may ask at once); the second finds the stamp.
     exec 9>"$CHROOT.lock"
     flock 9
     [ -f "$CHROOT/$STAMP" ] || build
+    extras_current || add_extras
     exec 9>&-
 }
 

@@ -3,9 +3,10 @@
 # chroot (`scripts/sid-chroot.sh run --python 3.14 -- bash scripts/sid-suite.sh [PYTEST ARGS]`,
 # what `make test-py314` / `make test-py315` do), but works in any activated venv.
 #
-# Installs requirements-dev.txt into the venv when it changed (a stamp in the venv), builds the
-# native module with maturin (cargo's own cache makes an unchanged build quick), then runs pytest
-# with RINGLOOP_REQUIRE=1 on the given paths (default: the whole suite). Exits with pytest's
+# Installs requirements-dev.txt and examples/pdf_ingest/requirements.txt (tests/watch runs the
+# example), as the Makefile's venv has them, into the venv when they changed (a stamp in the
+# venv), builds the native module with maturin (cargo's own cache makes an unchanged build
+# quick), then runs pytest with RINGLOOP_REQUIRE=1 on the given paths (default: the whole suite). Exits with pytest's
 # status, except that "no tests collected" (5) is reported as an error by name.
 set -euo pipefail
 : "${VIRTUAL_ENV:?run inside a venv (scripts/sid-chroot.sh run does that)}"
@@ -13,10 +14,11 @@ cd "$(dirname "$0")/.."
 
 py=$(python -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 stamp=$VIRTUAL_ENV/.ringloop-deps
-want=$(sha1sum requirements-dev.txt | cut -c1-40)
+reqs=(requirements-dev.txt examples/pdf_ingest/requirements.txt)
+want=$(cat "${reqs[@]}" | sha1sum | cut -c1-40)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-    echo "sid-suite: installing requirements-dev.txt into the $py venv" >&2
-    python -m pip install -q -r requirements-dev.txt
+    echo "sid-suite: installing ${reqs[*]} into the $py venv" >&2
+    python -m pip install -q "${reqs[@]/#/-r}"
     echo "$want" >"$stamp"
 fi
 echo "sid-suite: building ringloop for Python $py" >&2

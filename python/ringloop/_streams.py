@@ -157,6 +157,30 @@ class StreamTransport(_Base):
         if not self._closing:
             self.close()
 
+    def _tls_peer_closed(self):
+        """The peer sent close_notify: as asyncio's SSL transport, tell the protocol
+        (`eof_received`; its answer cannot keep a TLS connection open) and close, which sends
+        our close_notify."""
+        if self._closing:
+            return
+        keep_open = self._eof_received()
+        if keep_open is None:
+            return
+        if keep_open:
+            logger.warning("returning true from eof_received() has no effect when using ssl")
+        self.close()
+
+    def _eof_received(self):
+        """The protocol's `eof_received()`, called as asyncio calls it: its answer, or None
+        when it raised (the transport has then failed)."""
+        try:
+            return bool(self._protocol.eof_received())
+        except (SystemExit, KeyboardInterrupt):
+            raise
+        except BaseException as exc:
+            self._fatal_error(exc, "Fatal error: protocol.eof_received() call failed.")
+            return None
+
     def get_extra_info(self, name, default=None):
         if self._tls and name in ("ssl_object", "peercert", "cipher", "compression"):
             obj = _tls_info.TlsObject(self._io)
@@ -211,12 +235,8 @@ class StreamTransport(_Base):
         # ended at EOF, and stop_reading records that reading is off.
         if self._loop.get_debug():
             logger.debug("%r received EOF", self)
-        try:
-            keep_open = self._protocol.eof_received()
-        except (SystemExit, KeyboardInterrupt):
-            raise
-        except BaseException as exc:
-            self._fatal_error(exc, "Fatal error: protocol.eof_received() call failed.")
+        keep_open = self._eof_received()
+        if keep_open is None:
             return
         if keep_open:
             self._io.stop_reading()

@@ -92,12 +92,13 @@ pub(super) enum Cipher<'a> {
     Ring(RingRead),
 }
 
-/// What one `decrypt` produced: plaintext for the protocol, records to send, and whether the
-/// session failed.
+/// What one `decrypt` produced: plaintext for the protocol, records to send, whether the
+/// session failed, and whether these records held the peer's close_notify.
 pub(super) struct Fed {
     plain: Vec<u8>,
     out: Vec<u8>,
     res: Result<(), tls::TlsError>,
+    peer_closed_now: bool,
 }
 
 struct RingReader<'a>(&'a mut RingRead);
@@ -129,6 +130,7 @@ impl StreamIO {
         let mut st = self.st.borrow_mut(py)?;
         let Some(t) = st.tls.as_deref_mut() else { return Ok(None) };
         let (mut plain, mut out) = (std::mem::take(&mut t.plain), std::mem::take(&mut t.out));
+        let was_closed = t.session.peer_closed();
         let res = match data {
             Cipher::Slice(mut s) => {
                 let n = s.len();
@@ -139,14 +141,15 @@ impl StreamIO {
                 t.session.feed(&mut RingReader(&mut r), n, &mut plain, &mut out)
             }
         };
-        Ok(Some(Fed { plain, out, res }))
+        let peer_closed_now = !was_closed && t.session.peer_closed();
+        Ok(Some(Fed { plain, out, res, peer_closed_now }))
     }
 
     /// The rest of `receive_tls`: send, then deliver (or fail the connection).
     pub(super) fn after_decrypt(slf: &Bound<'_, Self>, sink: &Sink, fed: Option<Fed>) -> PyResult<()> {
         let py = slf.py();
         let this = slf.get();
-        let Some(Fed { plain, out, res }) = fed else { return Ok(()) };
+        let Some(Fed { plain, out, res, peer_closed_now }) = fed else { return Ok(()) };
         if !out.is_empty() {
             Self::send_raw(slf, &out)?;
         }
@@ -159,7 +162,17 @@ impl StreamIO {
             Ok(()) if !plain.is_empty() => this.deliver_plain(py, sink, &plain)?,
             Ok(()) => {}
         }
-        Self::give_back(slf, plain, out)
+        Self::give_back(slf, plain, out)?;
+        // The peer's close_notify ends the connection as in asyncio's SSL transport (an asyncio
+        // client keeps its socket open until it hears ours, so no TCP EOF would follow). Not for
+        // a native protocol: the HTTP connection ends on the TCP EOF the clients it serves send
+        // next, so a response still being written is not cut off.
+        if peer_closed_now && !matches!(sink, Sink::Native(_)) {
+            if let Some(t) = this.transport(py)? {
+                t.call_method0(py, intern!(py, "_tls_peer_closed"))?;
+            }
+        }
+        Ok(())
     }
 
     /// Put the buffers back (emptied) so their capacity serves the next read.
