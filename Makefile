@@ -7,6 +7,9 @@ PY     := $(VENV)/bin/python
 PIP    := $(VENV)/bin/pip
 STAMP  := $(VENV)/.deps-stamp
 BUILT  := $(VENV)/.build-stamp
+# The module `make test` imports: cargo profile `ci` (Cargo.toml: release without fat LTO).
+# One module is installed at a time; each stamp's rule removes the other's.
+BUILT_CI := $(VENV)/.build-stamp-ci
 RUST_SRC := $(shell find src -name '*.rs') Cargo.toml pyproject.toml
 export PYTHONDONTWRITEBYTECODE := 1
 
@@ -23,7 +26,13 @@ $(STAMP): requirements-dev.txt benchmarks/requirements.txt examples/pdf_ingest/r
 	touch $@
 
 $(BUILT): $(STAMP) $(RUST_SRC)
+	rm -f $(BUILT_CI)
 	VIRTUAL_ENV=$(abspath $(VENV)) $(VENV)/bin/maturin develop --release -q
+	touch $@
+
+$(BUILT_CI): $(STAMP) $(RUST_SRC)
+	rm -f $(BUILT)
+	VIRTUAL_ENV=$(abspath $(VENV)) $(VENV)/bin/maturin develop --profile ci -q
 	touch $@
 
 build: $(BUILT) ## build the native module (release) into .venv
@@ -67,7 +76,7 @@ demo: $(BUILT) ## build, then show ringloop against its peers (primitives, trans
 test: test-rust test-fuzz test-py test-bound test-py314-ci ## build and run every test (cargo test, a short fuzz run, pytest on both backends on 3.11; the loop, transport and server suites on 3.14 in the sid chroot)
 
 test-rust: ## unit tests of the sans-I/O Rust modules and reactors
-	cargo test --release --lib -q
+	cargo test --profile ci --lib -q
 
 test-fuzz: ## 15 s of cargo-fuzz on each parser target, HTTP/1.1 and WebSocket (installs cargo-fuzz if missing)
 	bash fuzz/smoke.sh
@@ -75,12 +84,12 @@ test-fuzz: ## 15 s of cargo-fuzz on each parser target, HTTP/1.1 and WebSocket (
 fuzz: ## a long fuzz run: 10 minutes per parser target (HTTP/1.1 and WebSocket)
 	FUZZ_SECONDS=600 bash fuzz/smoke.sh
 
-test-py: $(BUILT) ## pytest: behaviour, conformance (CPython's test_asyncio, Autobahn's selection) and watch tests
+test-py: $(BUILT_CI) ## pytest: behaviour, conformance (CPython's test_asyncio, Autobahn's selection) and watch tests
 	@# wstest for tests/ws (Python 2.7); if this fails, test_ws_autobahn says why
 	-bash tests/ws/install_autobahn.sh >/dev/null
-	RINGLOOP_REQUIRE=1 $(PY) -m pytest -q -p no:cacheprovider
+	RINGLOOP_REQUIRE=1 $(PY) -m pytest -q -p no:cacheprovider --durations=40
 
-test-bound: $(BUILT) ## the io_uring loop, transport and conformance tests again on thread-bound loops
+test-bound: $(BUILT_CI) ## the io_uring loop, transport and conformance tests again on thread-bound loops
 	RINGLOOP_REQUIRE=1 RINGLOOP_THREAD_BOUND=1 $(PY) -m pytest -q -p no:cacheprovider -k io_uring tests/loop tests/transport tests/conformance
 
 # The server suites again over TLS (tests/server/srv_harness.py's SRV_TLS mode). Deselected:
@@ -92,7 +101,7 @@ TLS_CLEARTEXT_ONLY := test_server_asgi.py::test_scope_keys_and_types test_server
 	test_server_wsgi.py::test_environ test_server_native.py::test_request_fields \
 	test_server_rejects.py::test_connection_closed_mid_head_gets_no_response
 
-test-server-tls: $(BUILT) ## the HTTP server suites (ringloop and the references) over TLS
+test-server-tls: $(BUILT_CI) ## the HTTP server suites (ringloop and the references) over TLS
 	SRV_TLS=1 RINGLOOP_REQUIRE=1 $(PY) -m pytest -q -p no:cacheprovider $(TLS_SUITES) \
 		$(addprefix --deselect tests/server/,$(TLS_CLEARTEXT_ONLY))
 
