@@ -271,11 +271,7 @@ fn running(tid: i32) -> Option<bool> {
 /// thread read from another one while it ran a 300 ms C call was seen 70 ms behind.
 #[pyo3::pyfunction]
 pub fn thread_busy_ns(tid: i32) -> Option<u64> {
-    let text = std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat")).ok()?;
-    let mut fields = text.split_ascii_whitespace().map(|f| f.parse::<u64>().ok());
-    let stale_cpu = fields.next()??;
-    let delay = fields.next()??;
-    Some(thread_cpu_ns(tid).unwrap_or(stale_cpu) + delay)
+    thread_schedstat(tid).map(|(cpu, delay)| cpu + delay)
 }
 
 /// `(ns on a CPU, ns runnable waiting for one)` of thread `tid` of this process (its CPU clock
