@@ -18,6 +18,7 @@ import threading
 import time
 
 import pytest
+import ringloop.watch
 from ringloop.watch import BlockingError, no_blocking
 
 BLOCK = 0.06
@@ -408,14 +409,21 @@ def test_gil_holding_c_call_is_reported_without_a_line_or_with_one(run):
         return nb.blocks
 
     everything = run(main)
-    blocks = [
-        b
-        for b in everything
-        if (b.line or b.next_await) is not None
-        and (b.line or b.next_await).lineno in {_line_of(gil_holder, m) for m in MARKS}
-    ]
+    marks = {_line_of(gil_holder, m) for m in MARKS}
+    watch_dir = os.path.dirname(ringloop.watch.__file__)
+
+    def near(b) -> bool:
+        fs = b.line or b.next_await
+        return fs is not None and fs.filename == __file__ and fs.lineno in marks
+
+    # No report ever blames the watch's own work (its reads of /proc while reporting).
+    for b in everything:
+        for fs in (b.line, b.next_await):
+            assert fs is None or not fs.filename.startswith(watch_dir), str(b)
+    # The sum holds the GIL for BLOCK of CPU: the one block at least that long is reported
+    # once, pointing near the call, or nowhere when no sample could be taken (the sampler
+    # waited for the GIL until the slice was over and the task no longer current).
+    blocks = [b for b in everything if b.duration >= BLOCK * 0.9 and (near(b) or not b.line)]
     assert len(blocks) == 1, "\n\n".join(map(str, everything))
     b = blocks[0]
-    expected = {_line_of(gil_holder, "BLOCKS-gil"), _line_of(gil_holder, "NEXT-await")}
-    found = b.line.lineno if b.line is not None else b.next_await.lineno
-    assert found in expected, str(b)
+    assert b.line is None and b.next_await is None or near(b), str(b)

@@ -88,7 +88,11 @@ class HeartbeatBackend:
         if lag >= st.slow_ns or (st.strict and st.io_events):
             # On the CPU since the previous beat: the block's own work (see the module docs).
             busy = time.thread_time_ns() - self._cpu_ns
-            st.on_slow(None, max(st.start_ns, min(due, now - busy)), now)
+            start = max(st.start_ns, min(due, now - busy))
+            # The slice is over: a sample the watchdog takes from here on (it may have been
+            # waiting for the GIL the whole block) would show the report's own reads of /proc.
+            st.start_ns = 0
+            st.on_slow(None, start, now)
         st.seq += 1
         st.start_ns = time.monotonic_ns()
         self._cpu_ns = time.thread_time_ns()
