@@ -14,7 +14,7 @@ RUST_SRC := $(shell find src -name '*.rs') Cargo.toml pyproject.toml
 export PYTHONDONTWRITEBYTECODE := 1
 
 .DEFAULT_GOAL := help
-.PHONY: help demo test test-rust test-fuzz fuzz test-py test-bound test-server-tls test-py314 test-py314-ci test-py315 stress bench lint build clean autobahn wheel test-wheel
+.PHONY: help demo test test-rust test-fuzz fuzz test-py test-bound test-server-tls test-py314 test-py314-ci test-py315 test-long stress bench lint build clean autobahn wheel test-wheel
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -73,7 +73,7 @@ demo: $(BUILT) ## build, then show ringloop against its peers (primitives, trans
 	@if [ -f examples/blocking_demo.py ]; then $(PY) examples/blocking_demo.py; fi
 	$(PY) examples/pdf_ingest/demo.py --quick
 
-test: test-rust test-fuzz test-py test-bound test-py314-ci ## build and run every test (cargo test, a short fuzz run, pytest on both backends on 3.11; the loop, transport and server suites on 3.14 in the sid chroot)
+test: test-rust test-fuzz test-py test-bound test-server-tls test-py314-ci ## build and run every test (cargo test, a short fuzz run, pytest on both backends on 3.11, thread-bound loops, the server suites over TLS; the loop, transport and server suites on 3.14 in the sid chroot); the volume tests are make test-long
 
 test-rust: ## unit tests of the sans-I/O Rust modules and reactors
 	cargo test --profile ci --lib -q
@@ -87,10 +87,17 @@ fuzz: ## a long fuzz run: 10 minutes per parser target (HTTP/1.1 and WebSocket)
 test-py: $(BUILT_CI) ## pytest: behaviour, conformance (CPython's test_asyncio, Autobahn's selection) and watch tests
 	@# wstest for tests/ws (Python 2.7); if this fails, test_ws_autobahn says why
 	-bash tests/ws/install_autobahn.sh >/dev/null
-	RINGLOOP_REQUIRE=1 $(PY) -m pytest -q -p no:cacheprovider --durations=40
+	RINGLOOP_REQUIRE=1 $(PY) -m pytest -q -p no:cacheprovider --durations=40 -m "not slow"
 
 test-bound: $(BUILT_CI) ## the io_uring loop, transport and conformance tests again on thread-bound loops
-	RINGLOOP_REQUIRE=1 RINGLOOP_THREAD_BOUND=1 $(PY) -m pytest -q -p no:cacheprovider -k io_uring tests/loop tests/transport tests/conformance
+	RINGLOOP_REQUIRE=1 RINGLOOP_THREAD_BOUND=1 $(PY) -m pytest -q -p no:cacheprovider -m "not slow" -k io_uring tests/loop tests/transport tests/conformance
+
+# Tests marked `slow` (pyproject.toml): volume through code the rest of the suite already runs
+# (100k short-lived connections per loop kind, a million requests per server interface, read-
+# order seeds 50-149). About 10 of `make test`'s minutes on a loaded 2-core machine.
+test-long: $(BUILT_CI) ## the volume tests make test leaves out: 100k connections, the memory soak, 100 more read-order seeds (also thread-bound)
+	RINGLOOP_REQUIRE=1 $(PY) -m pytest -q -p no:cacheprovider --durations=20 -m slow
+	RINGLOOP_REQUIRE=1 RINGLOOP_THREAD_BOUND=1 $(PY) -m pytest -q -p no:cacheprovider -m slow -k io_uring tests/loop tests/transport
 
 # The server suites again over TLS (tests/server/srv_harness.py's SRV_TLS mode). Deselected:
 # the tests that check cleartext itself (scheme "http", no `tls` extension, HTTPS absent from

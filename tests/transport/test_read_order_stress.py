@@ -2,7 +2,8 @@
 
 Each seed is one scenario (see that module's docs); each runs on stock asyncio, ringloop's
 io_uring and epoll loops (and, under ``make test-bound``, on thread-bound io_uring loops).
-``make stress`` runs the same scenarios over many more seeds.
+The first ``QUICK`` seeds run in ``make test``; the rest are marked ``slow`` (volume through
+the same code: ``make test-long``), and ``make stress`` runs the same scenarios over many more.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from read_order_stress import Scenario, busy_cores, run_scenario
 from transport_helpers import run
 
 SEEDS = range(150)
+QUICK = 50
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -22,7 +24,9 @@ def _busy():
         yield
 
 
-@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize(
+    "seed", [s if s < QUICK else pytest.param(s, marks=pytest.mark.slow) for s in SEEDS]
+)
 def test_read_order(loop, seed: int) -> None:
     sc = Scenario.draw(seed)
     problems = run(loop, run_scenario(sc), timeout=200)
