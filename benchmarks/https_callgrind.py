@@ -12,11 +12,12 @@ key kind (RSA-2048, ECDSA P-256) this runs the server under callgrind three time
 Per request = (run 1 − run 0) / requests (connection set-up spread over them); per
 handshake = (run 2 − run 0) / handshakes. The client is Python's ``ssl`` (OpenSSL: X25519
 key share, TLS 1.3, AES-256-GCM or ChaCha20 as the server picks), outside valgrind. User
-space only (callgrind does not count the kernel). ``--top N`` prints each run's N most
-expensive functions (inclusive), to find where the instructions go.
+space only (callgrind does not count the kernel). ``--top N`` prints the N functions whose own
+(exclusive) instructions grew most from the baseline, per request and per handshake: where one
+more of each goes.
 
     .venv/bin/python benchmarks/https_callgrind.py [--subjects ringloop-asgi granian-asgi]
-        [--keys rsa ecdsa] [--requests 4000] [--connections 8] [--handshakes 100] [--top 25]
+        [--keys rsa ecdsa] [--requests 4000] [--connections 8] [--handshakes 100] [--top 25] [--keep DIR]
 
 Output: ``results/https_callgrind.json`` and a table.
 """
@@ -99,22 +100,52 @@ def handshakes(port: int, count: int) -> None:
             read_response(s, bytearray())
 
 
-def top_functions(out_dir: Path, n: int) -> list[str]:
+def function_costs(out_dir: Path) -> dict[str, int]:
+    """Each function's own (exclusive) instructions in the run's largest callgrind output
+    (the server process; the others are short-lived helpers), every function listed."""
     files = sorted(out_dir.glob("callgrind.out.*"), key=lambda p: p.stat().st_size, reverse=True)
     if not files or shutil.which("callgrind_annotate") is None:
-        return []
+        return {}
     proc = subprocess.run(
-        ["callgrind_annotate", "--inclusive=no", str(files[0])],
+        ["callgrind_annotate", "--inclusive=no", "--threshold=100", str(files[0])],
         capture_output=True,
         text=True,
         timeout=300,
     )
-    lines = [ln for ln in proc.stdout.splitlines() if ln.strip() and ln.strip()[0].isdigit()]
-    return lines[1 : n + 1]
+    costs: dict[str, int] = {}
+    for ln in proc.stdout.splitlines():
+        head, _, rest = ln.strip().partition(" ")
+        if not head or not head[0].isdigit() or not rest:
+            continue
+        name = rest.split(")", 1)[-1].strip() if rest.lstrip().startswith("(") else rest.strip()
+        # "=> callee (Nx)" lines are calls (inclusive: counting them would count twice).
+        if name.startswith(("PROGRAM TOTALS", "=>", "events annotated")):
+            continue
+        costs[name] = costs.get(name, 0) + int(head.replace(",", ""))
+    return costs
+
+
+def top_differences(run: dict[str, int], base: dict[str, int], units: int, n: int) -> list[str]:
+    """The n functions whose instructions grew most from the baseline, per request or
+    handshake (``units``): where one more request or handshake spends."""
+    diff = {k: (v - base.get(k, 0)) / units for k, v in run.items()}
+    total = sum(diff.values())
+    lines = []
+    for name, per in sorted(diff.items(), key=lambda kv: -kv[1])[:n]:
+        lines.append(f"{per:>10,.0f} ({100 * per / total if total else 0:4.1f}%)  {name}")
+    return lines
 
 
 def one_run(
-    subject: str, cert: Path, key: Path, work: Path, mode: str, n: int, conns: int, top: int
+    subject: str,
+    cert: Path,
+    key: Path,
+    work: Path,
+    mode: str,
+    n: int,
+    conns: int,
+    top: int,
+    keep: Path | None = None,
 ) -> dict[str, Any]:
     out_dir = Path(tempfile.mkdtemp(prefix="cg-", dir=work))
     port = http_peers.free_port()
@@ -145,10 +176,12 @@ def one_run(
             "instructions": http_callgrind.total_instructions(out_dir),
             "wake_up_requests": pokes,
             "seconds": round(time.monotonic() - t0, 1),
-            "top": top_functions(out_dir, top) if top and mode != "baseline" else [],
+            "costs": function_costs(out_dir) if top else {},
         }
     finally:
         srv.close()
+        if keep is not None:
+            shutil.copytree(out_dir, keep / f"{subject}-{cert.stem}-{mode}", dirs_exist_ok=True)
         shutil.rmtree(out_dir, ignore_errors=True)
 
 
@@ -164,6 +197,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--connections", type=int, default=8)
     p.add_argument("--handshakes", type=int, default=100)
     p.add_argument("--top", type=int, default=0)
+    p.add_argument(
+        "--keep",
+        type=Path,
+        help="copy each run's callgrind files here (for callgrind_annotate --tree)",
+    )
     p.add_argument("--name", default=RESULTS.name)
     args = p.parse_args(argv)
     rows = []
@@ -173,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
         for kind in args.keys:
             cert, key = keys[kind]
             for subject in args.subjects:
-                base = one_run(subject, cert, key, work, "baseline", 0, 0, 0)
+                base = one_run(subject, cert, key, work, "baseline", 0, 0, args.top, args.keep)
                 ka = one_run(
                     subject,
                     cert,
@@ -183,8 +221,11 @@ def main(argv: list[str] | None = None) -> int:
                     args.requests,
                     args.connections,
                     args.top,
+                    args.keep,
                 )
-                hs = one_run(subject, cert, key, work, "handshake", args.handshakes, 1, args.top)
+                hs = one_run(
+                    subject, cert, key, work, "handshake", args.handshakes, 1, args.top, args.keep
+                )
                 row: dict[str, Any] = {
                     "subject": subject,
                     "key": kind,
@@ -206,11 +247,18 @@ def main(argv: list[str] | None = None) -> int:
                     ),
                     flush=True,
                 )
-                for name in ("keep_alive", "handshake"):
-                    for line in row[name].get("top", []):
-                        print(f"  {name}: {line}")
+                for name, units in (("keep_alive", args.requests), ("handshake", args.handshakes)):
                     if "error" in row[name]:
                         print(f"  {name}: {row[name]['error']}")
+                    elif args.top:
+                        top = top_differences(
+                            row[name]["costs"], base.get("costs", {}), units, args.top
+                        )
+                        row[name]["top"] = top
+                        for line in top:
+                            print(f"  {name} per unit: {line}")
+                for r in (base, ka, hs):
+                    r.pop("costs", None)
     for kind in args.keys:
         ref = next(
             (
