@@ -195,7 +195,7 @@ _GUNICORN_ERROR_PAGE = (
         kinds=("gunicorn-gthread",),
     )
     if sys.version_info >= (3, 14)
-    else pytest.mark.usefixtures()
+    else (lambda test: test)
 )
 
 
