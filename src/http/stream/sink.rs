@@ -63,6 +63,11 @@ pub(crate) trait Sink: Sync {
     fn wait_body(&self, conn: &Bound<'_, PyAny>, id: u64, waiter: &Bound<'_, PyAny>) -> PyResult<bool>;
     /// Body was consumed: reading may resume (back-pressure).
     fn body_taken(&self, conn: &Bound<'_, PyAny>) -> PyResult<()>;
+    /// A `receive` of stream `id` waits (`wait_body`): what a WebSocket session, which reads
+    /// for it, asks before decoding a message.
+    fn receive_waits(&self, conn: &Bound<'_, PyAny>, id: u64) -> PyResult<bool>;
+    /// Answer the `receive` waiting on stream `id` with `msg` (nothing if none waits).
+    fn answer_receive(&self, conn: &Bound<'_, PyAny>, id: u64, msg: &Bound<'_, PyAny>) -> PyResult<()>;
 
     /// The response's status and fields (`headers`: the application's object), written with
     /// the first body or at the end of the loop iteration.
@@ -77,6 +82,9 @@ pub(crate) trait Sink: Sync {
     /// The application ended the stream unfinished: 500 if nothing was written, else the
     /// connection closes.
     fn abandon(&self, conn: &Bound<'_, PyAny>, id: u64) -> PyResult<()>;
+    /// End stream `id` with the server's own error answer `status` (if no response byte was
+    /// written yet), `rule` logged at debug level, and the connection closes.
+    fn fail(&self, conn: &Bound<'_, PyAny>, id: u64, status: u16, rule: &'static str) -> PyResult<()>;
     /// Where the response stands; `None` once the stream is over.
     fn progress(&self, conn: &Bound<'_, PyAny>, id: u64) -> PyResult<Option<Progress>>;
 
