@@ -10,8 +10,12 @@
 //! `process`, or at the end of the loop iteration (`FlushAtEnd`) for responses finished by a
 //! task later.
 //!
-//! Over TLS (stdlib `sslproto`) the same object is a plain asyncio protocol: `data_received`
-//! feeds it and its writes go through the TLS transport.
+//! TLS is below this object, in the stream transport (rustls: `transport::stream::tls` drives
+//! the sans-I/O `crate::tls::Session`): the transport decrypts before it calls `feed` and
+//! encrypts what `flush` writes, so the connection sees plaintext only, on the same native path
+//! as cleartext; what it knows of the session (the ASGI `tls` extension, `ConnScope::with_tls`)
+//! it reads from the transport. `data_received` is the path of a transport without native reads
+//! (an asyncio transport that is not ringloop's), whose writes go through `transport.write`.
 //!
 //! A WebSocket upgrade runs its session over this connection as its `websocket::Channel`
 //! (`channel.rs`): the session names no driver, the driver feeds it, sweeps and shuts it down.
@@ -477,7 +481,7 @@ impl HttpConn {
         Ok(())
     }
 
-    /// TLS (and any transport without native reads): bytes arrive here.
+    /// A transport without native reads (see the module docs): bytes arrive here.
     fn data_received(slf: &Bound<'_, Self>, data: &Bound<'_, PyAny>) -> PyResult<()> {
         let bytes = data.cast::<PyBytes>()?;
         <Self as NativeProtocol>::feed(slf, Received::Slice(bytes.as_bytes()))?;
