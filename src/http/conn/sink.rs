@@ -3,6 +3,7 @@
 //! same table, for a session after the upgrade) is `channel.rs`.
 
 use pyo3::exceptions::PyRuntimeError;
+use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString};
 
@@ -12,7 +13,7 @@ use crate::http::asgi;
 use crate::http::body::Collected;
 use crate::http::request::HeadCopy;
 use crate::http::server::{Interface, ServerState};
-use crate::http::stream::message::{resolve, Got};
+use crate::http::stream::message::{done_future, resolve, Got};
 use crate::http::stream::{InFlight, Peer, Progress, Sink, Spare};
 use crate::http::websocket::{self, Session};
 
@@ -153,8 +154,18 @@ impl Sink for H1Sink {
         HttpConn::drained(http(conn))
     }
 
-    fn transport(&self, conn: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-        http(conn).get().transport(conn.py())
+    /// `loop.sendfile` on the connection's transport: a native one sends with `sendfile(2)`,
+    /// and falls back to reading and writing (so encrypting) once TLS is on
+    /// (`_streams.py`'s `_start_tls`).
+    fn send_file<'py>(&self, conn: &Bound<'py, PyAny>, id: u64, file: &Bound<'py, PyAny>, offset: u64, count: u64) -> PyResult<Bound<'py, PyAny>> {
+        let py = conn.py();
+        let this = http(conn).get();
+        let live = current(&mut *this.st.borrow_mut(py)?, id).is_some();
+        let transport = this.transport(py)?;
+        if !live || transport.is_none(py) {
+            return done_future(py);
+        }
+        this.server.get().loop_.bind(py).call_method1(intern!(py, "sendfile"), (transport, file, offset, count))
     }
 
     fn is_lost(&self, conn: &Bound<'_, PyAny>) -> PyResult<bool> {
