@@ -18,7 +18,7 @@
 //! Reading is driven by the application: a message is decoded when `receive` asks for one, so
 //! a slow application holds the client back through TCP (`ws::Conn::wants_read` pauses the
 //! socket at `max_buffered` unread bytes) instead of queueing messages in memory. When no one
-//! will ask any more — our close frame is out, or the application returned — the connection
+//! will ask any more — our close frame is out, or the application returned — the channel
 //! reads on by itself and drops data messages until the peer's close (`drain`).
 
 pub(crate) mod asgi;
@@ -127,7 +127,7 @@ impl WsState {
         Ok(())
     }
 
-    /// Whether the session is past its handshake and no one will read it but the connection.
+    /// Whether the session is past its handshake and no one will read it but the channel.
     fn draining(&self) -> bool {
         match &self.phase {
             Phase::Open(c) => self.app_done || c.state() != ws::State::Open,
