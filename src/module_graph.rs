@@ -19,22 +19,16 @@
 //! not a layer above them. So `http::asgi` → `http::conn` → `http::asgi` is a circle at the
 //! `http` level, however deep inside `conn/` the references sit.
 //!
-//! `KNOWN` lists the circles that exist today and are being taken apart (issue 20: the server's
-//! house): a circle not inside one of them fails the test, and so does a `KNOWN` entry that is
-//! no longer a circle (shrink the list as the house is rebuilt).
+//! `KNOWN` lists circles allowed while they are being taken apart: a circle not inside one of
+//! them fails the test, and so does a `KNOWN` entry that is no longer a circle. It is empty:
+//! the last one, `http::conn` <-> `http::websocket`, went when the WebSocket session came to
+//! run over a `websocket::Channel` the driver implements (issue 20).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-/// Circles allowed for now, each the set of sibling units (module paths) it may span.
-const KNOWN: &[&[&str]] = &[
-    // The WebSocket session is still joined to the HTTP/1.1 connection (it reads and writes
-    // `ConnState`, and the connection feeds it): left of issue 20's knot once `stream/` (a
-    // per-request Stream over a Sink the driver implements) took the interfaces, the request
-    // cycle, the host task, the registry and the watch records out of it. Goes when a session
-    // runs over a stream's upgraded channel.
-    &["http::conn", "http::websocket"],
-];
+/// Circles allowed for now, each the set of sibling units (module paths) it may span (none).
+const KNOWN: &[&[&str]] = &[];
 
 /// One module's path from the crate root (`[]` is the crate).
 type ModPath = Vec<String>;

@@ -308,10 +308,10 @@ impl Send {
         self.stream.sink().end(self.stream.conn(py), self.stream.id())
     }
 
-    /// The connection's asyncio transport (for `loop.sendfile`), or `None` once it is gone.
-    #[getter]
-    fn _transport(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        self.stream.sink().transport(self.stream.conn(py))
+    /// The body of a `_pathsend_head` response: `count` bytes of `file` from `offset`, sent by
+    /// the stream (`Sink::send_file`); an awaitable.
+    fn _sendfile<'py>(&self, py: Python<'py>, file: &Bound<'py, PyAny>, offset: u64, count: u64) -> PyResult<Bound<'py, PyAny>> {
+        self.stream.sink().send_file(self.stream.conn(py), self.stream.id(), file, offset, count)
     }
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {

@@ -5,7 +5,9 @@
 //! `stream` is the per-request `Stream` the interfaces hold: the connection behind a `Sink`
 //! the driver implements, so `asgi`, `native` and `wsgi*` never name `conn`;
 //! `request` turns a `RequestHead` into Python objects, `scope` those into ASGI's `http` scope;
-//! `websocket` joins `ws` to the connection and to ASGI's `websocket` scope; `asgi` is the ASGI
+//! `websocket` runs `ws` over a stream's upgraded channel (`websocket::Channel`, which `conn`
+//! implements: one direction, `conn` names `websocket`, never the reverse) and joins it to
+//! ASGI's `websocket` scope or a native handler; `asgi` is the ASGI
 //! request cycle (`receive`/`send`); `server` what the connections of one worker share (its
 //! registry of them is `conn`'s: sweep, shutdown, and what the blocking watch reads); `files`
 //! serves static files (its rules sans-PyO3) before a request reaches the application.

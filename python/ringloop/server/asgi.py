@@ -6,7 +6,6 @@ that runs the application and how it ended, `receive`, `send` — is native
 
 from __future__ import annotations
 
-import asyncio
 import os
 
 
@@ -17,13 +16,11 @@ async def ready(message):
 
 
 async def pathsend(send, path):
-    """`http.response.pathsend`: the file at `path` as the body, sent with `sendfile` (on
-    native transports the kernel copies it; TLS falls back to reads and writes)."""
-    loop = asyncio.get_running_loop()
+    """`http.response.pathsend`: the file at `path` as the body, sent by the request's stream
+    (`send._sendfile`: the kernel copies it on cleartext; over TLS it is read and encrypted,
+    never sent in the clear)."""
     with open(path, "rb") as f:
         size = os.fstat(f.fileno()).st_size
         if send._pathsend_head(size) and size:
-            transport = send._transport
-            if transport is not None:
-                await loop.sendfile(transport, f, 0, size)
+            await send._sendfile(f, 0, size)
     send._pathsend_done()

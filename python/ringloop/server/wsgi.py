@@ -303,13 +303,12 @@ class WSGIBridge:
 
 
 async def _send_file(send, head, f) -> None:
-    """A `wsgi.file_wrapper` body: its size as the length, its bytes by `sendfile`."""
+    """A `wsgi.file_wrapper` body: its size as the length, its bytes sent by the request's
+    stream (`send._sendfile`: `sendfile` on cleartext, read and encrypted over TLS)."""
     import os
 
     size = os.fstat(f.fileno()).st_size - f.tell()
     await send(head)
     if send._pathsend_head(size) and size:
-        transport = send._transport
-        if transport is not None:
-            await asyncio.get_running_loop().sendfile(transport, f, f.tell(), size)
+        await send._sendfile(f, f.tell(), size)
     send._pathsend_done()

@@ -219,7 +219,7 @@ pub(crate) fn answer_receiver(conn: &Bound<'_, HttpConn>) -> PyResult<()> {
         _ => return Ok(()),
     };
     if websocket {
-        return crate::http::websocket::asgi::answer_receiver(conn);
+        return crate::http::websocket::asgi::answer_receiver(crate::http::websocket::Session::new(conn.as_any(), id, &super::SINK));
     }
     let msg = match poll_body(conn, id)? {
         Got::Wait => return Ok(()),

@@ -23,9 +23,9 @@ impl HttpConn {
         let t = &server.timeouts;
         // Shutting down: an idle connection goes once idle for the drain grace (`shutdown`).
         let drain = server.shutting_down.load(Ordering::Relaxed).then(|| server.drain_idle.load(Ordering::Relaxed));
-        if this.st.borrow(py)?.ws.is_some() {
+        if let Some(s) = Self::session(slf)? {
             // A WebSocket session has its own clock: pings, and the close handshake's timeout.
-            return crate::http::websocket::check_timeout(slf, now);
+            return crate::http::websocket::check_timeout(s, now);
         }
         let verdict = {
             let st = this.st.borrow(py)?;
@@ -64,8 +64,10 @@ impl HttpConn {
     /// have been idle for the drain grace, else when the sweep finds they have (`check_timeout`).
     pub(crate) fn begin_shutdown(slf: &Bound<'_, Self>) -> PyResult<()> {
         let py = slf.py();
-        if crate::http::websocket::begin_shutdown(slf)? {
-            return Ok(());
+        if let Some(s) = Self::session(slf)? {
+            if crate::http::websocket::begin_shutdown(s)? {
+                return Ok(());
+            }
         }
         let idle = {
             let mut st = slf.get().st.borrow_mut(py)?;

@@ -6,10 +6,19 @@
 //! each request head, starts the application through the interface's `Dispatch`
 //! (`start.rs`) — an ASGI app's coroutine in the connection's host task (`host.rs`), its first
 //! step taken at once, inside this call, so a response that needs no I/O is written before
-//! `process` returns. Responses are appended to `out` and leave with one write: at the end of `process`,
-//! or at the end of the loop iteration (`FlushAtEnd`) for responses finished by a task later.
-//! Over TLS (stdlib `sslproto`) the same object is a plain asyncio protocol: `data_received`
-//! feeds it and its writes go through the TLS transport.
+//! `process` returns. Responses are appended to `out` and leave with one write: at the end of
+//! `process`, or at the end of the loop iteration (`FlushAtEnd`) for responses finished by a
+//! task later.
+//!
+//! TLS is below this object, in the stream transport (rustls: `transport::stream::tls` drives
+//! the sans-I/O `crate::tls::Session`): the transport decrypts before it calls `feed` and
+//! encrypts what `flush` writes, so the connection sees plaintext only, on the same native path
+//! as cleartext; what it knows of the session (the ASGI `tls` extension, `ConnScope::with_tls`)
+//! it reads from the transport. `data_received` is the path of a transport without native reads
+//! (an asyncio transport that is not ringloop's), whose writes go through `transport.write`.
+//!
+//! A WebSocket upgrade runs its session over this connection as its `websocket::Channel`
+//! (`channel.rs`): the session names no driver, the driver feeds it, sweeps and shuts it down.
 //!
 //! Invariants:
 //! - at most one request cycle at a time: `h1` surfaces the next (pipelined) head only after
@@ -22,6 +31,7 @@
 //! - the request body is read from `h1` only when the application asks (`receive`): unread
 //!   body stays in `h1`'s buffer, and reading the socket pauses when it is full.
 
+mod channel;
 pub(crate) mod cycle;
 mod files;
 mod lifecycle;
@@ -46,7 +56,8 @@ use super::server::ServerState;
 use super::stream::message::resolve;
 use super::stream::Spare;
 use self::watch::Records;
-use super::websocket::{self, WsState};
+use super::websocket::{self, Session, WsState};
+use self::sink::SINK;
 use crate::eventloop::core::LoopCore;
 use crate::eventloop::flush::FlushAtEnd;
 use crate::eventloop::gil_cell::GilCell;
@@ -146,8 +157,11 @@ impl HttpConn {
             return Ok(());
         }
         this.st.borrow_mut(py)?.in_process = true;
-        let session = websocket::open(&mut *this.st.borrow_mut(py)?).is_some();
-        let r = if session { websocket::process(slf) } else { Self::run_requests(slf) };
+        let session = websocket::open(&mut this.st.borrow_mut(py)?.ws).map(|w| w.stream);
+        let r = match session {
+            Some(id) => websocket::process(Session::new(slf.as_any(), id, &SINK)),
+            None => Self::run_requests(slf),
+        };
         this.st.borrow_mut(py)?.in_process = false;
         Self::flush(slf)?;
         r
@@ -263,7 +277,8 @@ impl HttpConn {
         let (want, paused, transport, wake) = {
             let mut st = this.st.borrow_mut(py)?;
             let wake = st.cycle.as_mut().is_some_and(|c| std::mem::take(&mut c.wake));
-            let want = match websocket::wants_read(&mut st) {
+            let paused = st.write_paused;
+            let want = match websocket::wants_read(&mut st.ws, paused) {
                 Some(w) => w && !st.lost,
                 None => st.lingering || (st.h1.wants_read() && !st.lost),
             };
@@ -346,6 +361,13 @@ impl HttpConn {
     pub(crate) fn is_lost(&self, py: Python<'_>) -> PyResult<bool> {
         Ok(self.st.borrow(py)?.lost)
     }
+
+    /// The connection's WebSocket session (in its handshake or open), as the session sees its
+    /// channel (`channel.rs`).
+    pub(crate) fn session<'a, 'py>(slf: &'a Bound<'py, Self>) -> PyResult<Option<Session<'a, 'py>>> {
+        let id = slf.get().st.borrow(slf.py())?.ws.as_deref().map(|w| w.stream);
+        Ok(id.map(|id| Session::new(slf.as_any(), id, &SINK)))
+    }
 }
 
 impl NativeProtocol for HttpConn {
@@ -361,12 +383,12 @@ impl NativeProtocol for HttpConn {
         }
         match data {
             Received::Slice(b) => {
-                if !websocket::feed(st, b) {
+                if !websocket::feed(&mut st.ws, b) {
                     st.h1.feed(b)
                 }
             }
             Received::Ring(r) => r.drain_chunks(|c| {
-                if !websocket::feed(st, c) {
+                if !websocket::feed(&mut st.ws, c) {
                     st.h1.feed(c)
                 }
             }),
@@ -459,7 +481,7 @@ impl HttpConn {
         Ok(())
     }
 
-    /// TLS (and any transport without native reads): bytes arrive here.
+    /// A transport without native reads (see the module docs): bytes arrive here.
     fn data_received(slf: &Bound<'_, Self>, data: &Bound<'_, PyAny>) -> PyResult<()> {
         let bytes = data.cast::<PyBytes>()?;
         <Self as NativeProtocol>::feed(slf, Received::Slice(bytes.as_bytes()))?;
@@ -531,8 +553,10 @@ impl HttpConn {
         if let Some(h) = host {
             h.get().connection_closed(py)?;
         }
-        websocket::native::connection_lost(slf)
-
+        match Self::session(slf)? {
+            Some(s) => websocket::native::connection_lost(s),
+            None => Ok(()),
+        }
     }
 
     fn pause_writing(&self, py: Python<'_>) -> PyResult<()> {
@@ -546,15 +570,15 @@ impl HttpConn {
         let (waiters, session) = {
             let mut st = this.st.borrow_mut(py)?;
             st.write_paused = false;
-            (std::mem::take(&mut st.drain_waiters), websocket::open(&mut st).is_some())
+            (std::mem::take(&mut st.drain_waiters), websocket::open(&mut st.ws).map(|w| w.stream))
         };
         for w in waiters {
             resolve(w.bind(py), py.None().bind(py))?;
         }
-        if session {
+        if let Some(id) = session {
             // A WebSocket session stops reading (and a native one delivering) while the
             // transport's buffer is full: both go on now.
-            websocket::process(slf)?;
+            websocket::process(Session::new(slf.as_any(), id, &SINK))?;
         }
         Ok(())
     }

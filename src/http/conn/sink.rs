@@ -1,7 +1,9 @@
 //! The connection's side of its streams: `Sink` for `HttpConn` (HTTP/1.1, one stream at a
-//! time), each call the `cycle` function of the stream's id.
+//! time), each call the `cycle` function of the stream's id. Its `websocket::Channel` (the
+//! same table, for a session after the upgrade) is `channel.rs`.
 
 use pyo3::exceptions::PyRuntimeError;
+use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString};
 
@@ -11,9 +13,9 @@ use crate::http::asgi;
 use crate::http::body::Collected;
 use crate::http::request::HeadCopy;
 use crate::http::server::{Interface, ServerState};
-use crate::http::stream::message::Got;
+use crate::http::stream::message::{done_future, resolve, Got};
 use crate::http::stream::{InFlight, Peer, Progress, Sink, Spare};
-use crate::http::websocket;
+use crate::http::websocket::{self, Session};
 
 /// The function table every stream of an `HttpConn` holds.
 pub(crate) static SINK: H1Sink = H1Sink;
@@ -22,10 +24,10 @@ pub(crate) struct H1Sink;
 
 /// The connection a stream holds (always an `HttpConn`: only this module's `SINK` is given
 /// one).
-fn http<'a, 'py>(conn: &'a Bound<'py, PyAny>) -> &'a Bound<'py, HttpConn> {
+pub(super) fn http<'a, 'py>(conn: &'a Bound<'py, PyAny>) -> &'a Bound<'py, HttpConn> {
     debug_assert!(conn.is_instance_of::<HttpConn>());
-    // SAFETY: every `Stream` made with `SINK` holds an `HttpConn` (`HttpConn::sink`,
-    // `start.rs`, `websocket::asgi`): the cast cannot fail.
+    // SAFETY: every `Stream` and `websocket::Session` made with `SINK` holds an `HttpConn`
+    // (`HttpConn::sink`, `HttpConn::session`, `start.rs`): the cast cannot fail.
     unsafe { conn.cast_unchecked::<HttpConn>() }
 }
 
@@ -99,6 +101,22 @@ impl Sink for H1Sink {
         HttpConn::update_reading(http(conn))
     }
 
+    fn receive_waits(&self, conn: &Bound<'_, PyAny>, id: u64) -> PyResult<bool> {
+        let mut st = http(conn).get().st.borrow_mut(conn.py())?;
+        Ok(current(&mut st, id).is_some_and(|c| c.receive_waiter.is_some()))
+    }
+
+    fn answer_receive(&self, conn: &Bound<'_, PyAny>, id: u64, msg: &Bound<'_, PyAny>) -> PyResult<()> {
+        let waiter = {
+            let mut st = http(conn).get().st.borrow_mut(conn.py())?;
+            current(&mut st, id).and_then(|c| c.receive_waiter.take())
+        };
+        match waiter {
+            Some(w) => resolve(w.bind(conn.py()), msg),
+            None => Ok(()),
+        }
+    }
+
     fn start(&self, conn: &Bound<'_, PyAny>, id: u64, status: u16, headers: Option<Py<PyAny>>) -> PyResult<()> {
         cycle::record_start(http(conn), id, status, headers)
     }
@@ -119,6 +137,10 @@ impl Sink for H1Sink {
         cycle::abandon(http(conn), id)
     }
 
+    fn fail(&self, conn: &Bound<'_, PyAny>, id: u64, status: u16, rule: &'static str) -> PyResult<()> {
+        cycle::end_with_error(http(conn), id, status, rule)
+    }
+
     fn progress(&self, conn: &Bound<'_, PyAny>, id: u64) -> PyResult<Option<Progress>> {
         let mut st = http(conn).get().st.borrow_mut(conn.py())?;
         Ok(current(&mut st, id).map(|c| Progress { started: c.started, complete: c.complete }))
@@ -132,8 +154,18 @@ impl Sink for H1Sink {
         HttpConn::drained(http(conn))
     }
 
-    fn transport(&self, conn: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-        http(conn).get().transport(conn.py())
+    /// `loop.sendfile` on the connection's transport: a native one sends with `sendfile(2)`,
+    /// and falls back to reading and writing (so encrypting) once TLS is on
+    /// (`_streams.py`'s `_start_tls`).
+    fn send_file<'py>(&self, conn: &Bound<'py, PyAny>, id: u64, file: &Bound<'py, PyAny>, offset: u64, count: u64) -> PyResult<Bound<'py, PyAny>> {
+        let py = conn.py();
+        let this = http(conn).get();
+        let live = current(&mut *this.st.borrow_mut(py)?, id).is_some();
+        let transport = this.transport(py)?;
+        if !live || transport.is_none(py) {
+            return done_future(py);
+        }
+        this.server.get().loop_.bind(py).call_method1(intern!(py, "sendfile"), (transport, file, offset, count))
     }
 
     fn is_lost(&self, conn: &Bound<'_, PyAny>) -> PyResult<bool> {
@@ -165,39 +197,14 @@ impl Sink for H1Sink {
     }
 
     fn ws_receive<'py>(&self, conn: &Bound<'py, PyAny>, id: u64) -> PyResult<Bound<'py, PyAny>> {
-        websocket::asgi::receive(http(conn), id)
+        websocket::asgi::receive(Session::new(conn, id, &SINK))
     }
 
     fn ws_send(&self, conn: &Bound<'_, PyAny>, id: u64, ty: &str, msg: &Bound<'_, PyDict>) -> PyResult<()> {
-        websocket::asgi::send(http(conn), id, ty, msg)
+        websocket::asgi::send(Session::new(conn, id, &SINK), ty, msg)
     }
 
-    /// An open session closes; one still in its handshake gets the 500 with a log line.
     fn ws_ended(&self, conn: &Bound<'_, PyAny>, id: u64, error: bool) -> PyResult<bool> {
-        let py = conn.py();
-        let conn = http(conn);
-        let handshake = {
-            let mut st = conn.get().st.borrow_mut(py)?;
-            match st.ws.as_deref().filter(|w| w.cycle == id) {
-                None => return Ok(false),
-                Some(w) => {
-                    let h = matches!(w.phase, websocket::Phase::Handshake(_));
-                    if h {
-                        st.ws = None;
-                    }
-                    h
-                }
-            }
-        };
-        if !handshake {
-            websocket::app_ended(conn, id, error)?;
-            return Ok(true);
-        }
-        if !error {
-            let log = &conn.get().server.get().log_error;
-            log.call1(py, ("ASGI callable returned without sending handshake.", py.None()))?;
-        }
-        cycle::end_with_error(conn, id, 500, "websocket-no-handshake")?;
-        Ok(true)
+        websocket::asgi::ended(Session::new(conn, id, &SINK), error)
     }
 }

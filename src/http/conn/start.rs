@@ -17,15 +17,10 @@ use crate::http::host::{Host, RequestName};
 use crate::http::request::{self, HeadCopy};
 use crate::http::scope::{ConnScope, Origin};
 use crate::http::server::Interface;
-use crate::http::stream::{Opening, Sink};
-use crate::http::websocket;
+use crate::http::stream::Opening;
+use crate::http::websocket::{self, Session};
 
 impl HttpConn {
-    /// The function table of this connection's streams.
-    pub(crate) fn sink() -> &'static dyn Sink {
-        &SINK
-    }
-
     /// Start the application for the request whose head is `head`: a WebSocket upgrade
     /// becomes a session (`websocket`), any other request goes to the interface's `Dispatch`.
     /// `Ok(true)`: its response is already complete (go on with the next request).
@@ -40,8 +35,10 @@ impl HttpConn {
         };
         if head.websocket {
             match server.interface {
-                Interface::Asgi if server.ws.is_some() => return websocket::asgi::start(slf, &head, id),
-                Interface::Native | Interface::NativeAsync if server.ws_handler.is_some() => return websocket::native::start(slf, &head, id),
+                Interface::Asgi if server.ws.is_some() => return websocket::asgi::start(Session::new(slf.as_any(), id, &SINK), &head),
+                Interface::Native | Interface::NativeAsync if server.ws_handler.is_some() => {
+                    return websocket::native::start(Session::new(slf.as_any(), id, &SINK), &head)
+                }
                 _ => {}
             }
         }

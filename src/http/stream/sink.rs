@@ -63,20 +63,34 @@ pub(crate) trait Sink: Sync {
     fn wait_body(&self, conn: &Bound<'_, PyAny>, id: u64, waiter: &Bound<'_, PyAny>) -> PyResult<bool>;
     /// Body was consumed: reading may resume (back-pressure).
     fn body_taken(&self, conn: &Bound<'_, PyAny>) -> PyResult<()>;
+    /// A `receive` of stream `id` waits (`wait_body`): what a WebSocket session, which reads
+    /// for it, asks before decoding a message.
+    fn receive_waits(&self, conn: &Bound<'_, PyAny>, id: u64) -> PyResult<bool>;
+    /// Answer the `receive` waiting on stream `id` with `msg` (nothing if none waits).
+    fn answer_receive(&self, conn: &Bound<'_, PyAny>, id: u64, msg: &Bound<'_, PyAny>) -> PyResult<()>;
 
     /// The response's status and fields (`headers`: the application's object), written with
     /// the first body or at the end of the loop iteration.
     fn start(&self, conn: &Bound<'_, PyAny>, id: u64, status: u16, headers: Option<Py<PyAny>>) -> PyResult<()>;
     /// Body bytes (`more`: not the last), behind the head.
     fn body(&self, conn: &Bound<'_, PyAny>, id: u64, body: &Bound<'_, PyBytes>, more: bool) -> PyResult<()>;
-    /// The head of a response whose body is a file of `size` bytes, sent by the caller
-    /// through the transport; `false` when the stream is over (nothing to send).
+    /// The head of a response whose body is a file of `size` bytes (`send_file` sends it);
+    /// `false` when the stream is over (nothing to send).
     fn file_head(&self, conn: &Bound<'_, PyAny>, id: u64, size: u64) -> PyResult<bool>;
+    /// The body after `file_head`: `count` bytes of `file` (a binary file object) from
+    /// `offset`, as an awaitable done once they are written. The driver sends them as its
+    /// transport can (the kernel's `sendfile(2)` on cleartext; read and encrypted over TLS,
+    /// never sent in the clear); a stream or connection that is over gets an awaitable done at
+    /// once. `end` follows either way.
+    fn send_file<'py>(&self, conn: &Bound<'py, PyAny>, id: u64, file: &Bound<'py, PyAny>, offset: u64, count: u64) -> PyResult<Bound<'py, PyAny>>;
     /// The response ended (after `file_head`).
     fn end(&self, conn: &Bound<'_, PyAny>, id: u64) -> PyResult<()>;
     /// The application ended the stream unfinished: 500 if nothing was written, else the
     /// connection closes.
     fn abandon(&self, conn: &Bound<'_, PyAny>, id: u64) -> PyResult<()>;
+    /// End stream `id` with the server's own error answer `status` (if no response byte was
+    /// written yet), `rule` logged at debug level, and the connection closes.
+    fn fail(&self, conn: &Bound<'_, PyAny>, id: u64, status: u16, rule: &'static str) -> PyResult<()>;
     /// Where the response stands; `None` once the stream is over.
     fn progress(&self, conn: &Bound<'_, PyAny>, id: u64) -> PyResult<Option<Progress>>;
 
@@ -84,8 +98,6 @@ pub(crate) trait Sink: Sync {
     fn write_blocked(&self, conn: &Bound<'_, PyAny>) -> PyResult<bool>;
     /// A future resolved when the connection's buffer drained.
     fn drained(&self, conn: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>>;
-    /// The asyncio transport (for `loop.sendfile`), `None` once the connection is gone.
-    fn transport(&self, conn: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>>;
     fn is_lost(&self, conn: &Bound<'_, PyAny>) -> PyResult<bool>;
     /// Run `coro` for this stream in the connection's task.
     fn spawn(&self, conn: &Bound<'_, PyAny>, coro: &Bound<'_, PyAny>) -> PyResult<()>;

@@ -14,33 +14,27 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 use pyo3::intern;
 
-use super::{handshake, read, Phase, Read, WsState};
+use super::{handshake, read, Phase, Read, Session, WsState};
 use crate::http::asgi::pair;
-use crate::http::conn::HttpConn;
-use crate::http::conn::cycle::{self, current};
-use crate::http::stream::message::{self, ready, resolve, ClientDisconnected};
-use crate::http::request::HeadCopy;
 use crate::http::proto::ws;
+use crate::http::request::HeadCopy;
+use crate::http::stream::message::{self, ready, ClientDisconnected};
 
 /// Start the application for a WebSocket upgrade request (`head.websocket`): a refused
 /// upgrade gets its 400/426 here; an acceptable one becomes a session in its handshake and the
-/// application is called with the `websocket` scope. `Ok(true)`: the cycle is already over.
-pub(crate) fn start(conn: &Bound<'_, HttpConn>, head: &HeadCopy, id: u64) -> PyResult<bool> {
-    let py = conn.py();
-    let this = conn.get();
-    let (any, sink) = (conn.as_any(), HttpConn::sink());
+/// application is called with the `websocket` scope. `Ok(true)`: the stream is already over.
+pub(crate) fn start(s: Session<'_, '_>, head: &HeadCopy) -> PyResult<bool> {
+    let py = s.py();
+    let (any, sink, id) = (s.conn, s.sink(), s.id);
     // The stream opens as any request's does (`Dispatch`); the watch's record is this dict,
     // made into the `websocket` scope below.
     let scope = sink.scope(any, head)?;
     sink.open(any, id, head, &scope)?;
-    if let Some(c) = current(&mut *this.st.borrow_mut(py)?, id) {
-        c.websocket = true;
-    }
-    let Some(upgrade) = handshake::check(conn, head, id)? else {
-        return Ok(this.st.borrow(py)?.cycle.is_none());
+    let Some(upgrade) = handshake::check(s, head)? else {
+        return Ok(sink.progress(any, id)?.is_none());
     };
     let scope = websocket_scope(&scope, &upgrade)?;
-    handshake::begin(conn, id, upgrade)?;
+    handshake::begin(s, upgrade)?;
     let (receive, send) = pair(any, id, sink, true)?;
     match sink.server(any).app.bind(py).call1((scope, receive, send.bind(py))) {
         Ok(coro) => sink.run(any, &coro, Some(send.bind(py).as_any()), None)?,
@@ -82,21 +76,19 @@ enum Next {
     Wait,
 }
 
-/// The next message for the application of cycle `id` (see the module docs of `websocket`
+/// The next message for the application of the stream (see the module docs of `websocket`
 /// for when messages are decoded). Control frames are answered on the way.
-fn poll(conn: &Bound<'_, HttpConn>, id: u64) -> PyResult<Next> {
-    let py = conn.py();
-    let (next, wrote, close) = {
-        let mut st = conn.get().st.borrow_mut(py)?;
-        let st = &mut *st;
-        let lost = st.lost;
-        let before = st.out.len();
-        let Some(w) = st.ws.as_deref_mut().filter(|w| w.cycle == id) else {
+fn poll(s: Session<'_, '_>) -> PyResult<Next> {
+    let py = s.py();
+    let (next, wrote, close) = s.with(|p| {
+        let lost = p.lost;
+        let before = p.out.len();
+        let Some(w) = p.ws.as_deref_mut().filter(|w| w.stream == s.id) else {
             // Denied with an HTTP response, or never a session: nothing more will come.
-            return Ok(Next::Disconnect(ws::code::ABNORMAL, String::new()));
+            return (Next::Disconnect(ws::code::ABNORMAL, String::new()), false, false);
         };
         if let Some((code, reason)) = &w.ended {
-            return Ok(Next::Disconnect(*code, reason.clone()));
+            return (Next::Disconnect(*code, reason.clone()), false, false);
         }
         let mut close = false;
         let next = match &mut w.phase {
@@ -106,7 +98,7 @@ fn poll(conn: &Bound<'_, HttpConn>, id: u64) -> PyResult<Next> {
             }
             Phase::Handshake(_) if lost => Next::Disconnect(ws::code::ABNORMAL, String::new()),
             Phase::Handshake(_) => Next::Wait,
-            Phase::Open(c) => match read(c, &mut st.out, lost, |s| Next::Text(PyString::new(py, s).unbind()), |b| Next::Bytes(PyBytes::new(py, b).unbind())) {
+            Phase::Open(c) => match read(c, p.out, lost, |s| Next::Text(PyString::new(py, s).unbind()), |b| Next::Bytes(PyBytes::new(py, b).unbind())) {
                 Read::Message(m) => m,
                 Read::Wait => Next::Wait,
                 Read::Lost => Next::Disconnect(ws::code::ABNORMAL, String::new()),
@@ -119,13 +111,13 @@ fn poll(conn: &Bound<'_, HttpConn>, id: u64) -> PyResult<Next> {
         if let Next::Disconnect(code, reason) = &next {
             w.ended = Some((*code, reason.clone()));
         }
-        (next, st.out.len() > before, close)
-    };
+        (next, p.out.len() > before, close)
+    })?;
     if close {
-        HttpConn::close_when_flushed(conn)?;
+        s.close()?;
     }
     if wrote || close {
-        HttpConn::queue_flush(conn)?;
+        s.queue_flush()?;
     }
     Ok(next)
 }
@@ -157,43 +149,31 @@ pub(crate) fn disconnect<'py>(py: Python<'py>, code: u16, reason: &str) -> PyRes
     Ok(d.into_any())
 }
 
-/// `receive()` of a WebSocket cycle.
-pub(crate) fn receive<'py>(conn: &Bound<'py, HttpConn>, id: u64) -> PyResult<Bound<'py, PyAny>> {
-    let py = conn.py();
-    let loop_ = conn.get().server.get().loop_.bind(py).clone();
-    let next = poll(conn, id)?;
-    HttpConn::update_reading(conn)?;
+/// `receive()` of a WebSocket stream.
+pub(crate) fn receive<'py>(s: Session<'_, 'py>) -> PyResult<Bound<'py, PyAny>> {
+    let py = s.py();
+    let loop_ = s.sink().loop_(s.conn)?;
+    let next = poll(s)?;
+    s.update_reading()?;
     if let Some(msg) = message(py, next)? {
         return ready(py, &loop_, msg);
     }
     let fut = loop_.call_method0(intern!(py, "create_future"))?;
-    {
-        let mut st = conn.get().st.borrow_mut(py)?;
-        match current(&mut st, id) {
-            Some(c) if c.receive_waiter.is_none() => c.receive_waiter = Some(fut.clone().unbind()),
-            Some(_) => return Err(PyRuntimeError::new_err("receive() called while another receive() is waiting")),
-            None => return ready(py, &loop_, disconnect(py, ws::code::ABNORMAL, "")?),
-        }
+    if !s.sink().wait_body(s.conn, s.id, &fut)? {
+        return ready(py, &loop_, disconnect(py, ws::code::ABNORMAL, "")?);
     }
     Ok(fut)
 }
 
-/// A `receive` waits and bytes arrived (or the session changed): answer it if it can be.
-pub(crate) fn answer_receiver(conn: &Bound<'_, HttpConn>) -> PyResult<()> {
-    let py = conn.py();
-    let id = match conn.get().st.borrow(py)?.cycle.as_ref() {
-        Some(c) if c.receive_waiter.is_some() => c.id,
-        _ => return Ok(()),
-    };
-    let Some(msg) = message(py, poll(conn, id)?)? else { return Ok(()) };
-    let waiter = {
-        let mut st = conn.get().st.borrow_mut(py)?;
-        current(&mut st, id).and_then(|c| c.receive_waiter.take())
-    };
-    if let Some(w) = waiter {
-        resolve(w.bind(py), &msg)?;
+/// A `receive` of the stream may wait and bytes arrived (or the session changed): answer it
+/// if it can be.
+pub(crate) fn answer_receiver(s: Session<'_, '_>) -> PyResult<()> {
+    let py = s.py();
+    if !s.sink().receive_waits(s.conn, s.id)? {
+        return Ok(());
     }
-    Ok(())
+    let Some(msg) = message(py, poll(s)?)? else { return Ok(()) };
+    s.sink().answer_receive(s.conn, s.id, &msg)
 }
 
 /// Where a session stands, for `send`.
@@ -208,43 +188,40 @@ enum Stand {
     Ended,
 }
 
-/// `send(message)` of a WebSocket cycle, for the message types `websocket.*`.
-pub(crate) fn send(conn: &Bound<'_, HttpConn>, id: u64, ty: &str, msg: &Bound<'_, PyDict>) -> PyResult<()> {
-    let py = conn.py();
-    let stand = {
-        let st = conn.get().st.borrow(py)?;
-        match st.ws.as_deref().filter(|w| w.cycle == id) {
-            None => Stand::Gone,
-            Some(w) if w.ended.is_some() || st.lost => Stand::Ended,
-            Some(WsState { phase: Phase::Handshake(_), .. }) => Stand::Handshake,
-            Some(WsState { phase: Phase::Open(c), .. }) if c.state() == ws::State::Open => Stand::Open,
-            Some(_) => Stand::Closing,
-        }
-    };
+/// `send(message)` of a WebSocket stream, for the message types `websocket.*`.
+pub(crate) fn send(s: Session<'_, '_>, ty: &str, msg: &Bound<'_, PyDict>) -> PyResult<()> {
+    let py = s.py();
+    let stand = s.with(|p| match p.ws.as_deref().filter(|w| w.stream == s.id) {
+        None => Stand::Gone,
+        Some(w) if w.ended.is_some() || p.lost => Stand::Ended,
+        Some(WsState { phase: Phase::Handshake(_), .. }) => Stand::Handshake,
+        Some(WsState { phase: Phase::Open(c), .. }) if c.state() == ws::State::Open => Stand::Open,
+        Some(_) => Stand::Closing,
+    })?;
     let unexpected = || {
         Err(PyRuntimeError::new_err(format!(
             "Unexpected ASGI message '{ty}', after sending 'websocket.close' or response already completed."
         )))
     };
     match (stand, ty) {
-        (Stand::Gone, "websocket.http.response.body") => http_body(conn, id, msg),
+        (Stand::Gone, "websocket.http.response.body") => http_body(s, msg),
         (Stand::Gone, _) => unexpected(),
-        (Stand::Handshake, "websocket.accept") => accept(conn, id, msg),
-        (Stand::Handshake, "websocket.close") => handshake::refuse(conn, id, 403, None, b""),
+        (Stand::Handshake, "websocket.accept") => accept(s, msg),
+        (Stand::Handshake, "websocket.close") => handshake::refuse(s, 403, None, b""),
         (Stand::Handshake, "websocket.http.response.start") => {
             let status: u16 = match msg.get_item(intern!(py, "status"))? {
                 Some(s) => s.extract().map_err(|_| PyTypeError::new_err(format!("Invalid HTTP status code '{s}' in response.")))?,
                 None => return Err(PyValueError::new_err("websocket.http.response.start without a 'status'")),
             };
             let headers = msg.get_item(intern!(py, "headers"))?.map(Bound::unbind);
-            conn.get().st.borrow_mut(py)?.ws = None;
-            cycle::record_start(conn, id, status, headers)
+            s.with(|p| *p.ws = None)?;
+            s.sink().start(s.conn, s.id, status, headers)
         }
         (Stand::Handshake, t) => Err(PyRuntimeError::new_err(format!(
             "Expected ASGI message 'websocket.accept', 'websocket.close', or 'websocket.http.response.start', but got '{t}'."
         ))),
-        (Stand::Open, "websocket.send") => send_message(conn, msg),
-        (Stand::Open, "websocket.close") => close(conn, msg),
+        (Stand::Open, "websocket.send") => send_message(s, msg),
+        (Stand::Open, "websocket.close") => close(s, msg),
         // ASGI 2.4: sending to a client that has gone raises an OSError (`ClientDisconnected`);
         // closing a session the client already closed has nothing left to do.
         (Stand::Ended, "websocket.close") => Ok(()),
@@ -255,19 +232,19 @@ pub(crate) fn send(conn: &Bound<'_, HttpConn>, id: u64, ty: &str, msg: &Bound<'_
 }
 
 /// `websocket.http.response.body`: the denial's body (its start came first).
-fn http_body(conn: &Bound<'_, HttpConn>, id: u64, msg: &Bound<'_, PyDict>) -> PyResult<()> {
-    let py = conn.py();
+fn http_body(s: Session<'_, '_>, msg: &Bound<'_, PyDict>) -> PyResult<()> {
+    let py = s.py();
     let body = match msg.get_item(intern!(py, "body"))? {
         None => PyBytes::new(py, b""),
         Some(b) => message::body_bytes(b)?,
     };
     let more = msg.get_item(intern!(py, "more_body"))?.map(|m| m.is_truthy()).transpose()?.unwrap_or(false);
-    cycle::write_body(conn, id, &body, more)
+    s.sink().body(s.conn, s.id, &body, more)
 }
 
 /// `websocket.accept`: the 101 with the subprotocol the application chose and its headers.
-fn accept(conn: &Bound<'_, HttpConn>, id: u64, msg: &Bound<'_, PyDict>) -> PyResult<()> {
-    let py = conn.py();
+fn accept(s: Session<'_, '_>, msg: &Bound<'_, PyDict>) -> PyResult<()> {
+    let py = s.py();
     let subprotocol: Option<String> = match msg.get_item(intern!(py, "subprotocol"))? {
         None => None,
         Some(s) if s.is_none() => None,
@@ -277,46 +254,50 @@ fn accept(conn: &Bound<'_, HttpConn>, id: u64, msg: &Bound<'_, PyDict>) -> PyRes
         Some(h) if !h.is_none() => message::header_fields(&h)?,
         _ => Vec::new(),
     };
-    if handshake::switch(conn, id, subprotocol.as_deref(), &fields)? {
-        handshake::accepted(conn, id)?;
-        HttpConn::queue_flush(conn)?;
-        super::process(conn)?;
+    if handshake::switch(s, subprotocol.as_deref(), &fields)? {
+        handshake::accepted(s)?;
+        s.queue_flush()?;
+        super::process(s)?;
     }
     Ok(())
 }
 
 /// `websocket.send`: one message, text or bytes.
-fn send_message(conn: &Bound<'_, HttpConn>, msg: &Bound<'_, PyDict>) -> PyResult<()> {
-    let py = conn.py();
+fn send_message(s: Session<'_, '_>, msg: &Bound<'_, PyDict>) -> PyResult<()> {
+    let py = s.py();
     let bytes = msg.get_item(intern!(py, "bytes"))?.filter(|b| !b.is_none());
     let text = msg.get_item(intern!(py, "text"))?.filter(|t| !t.is_none());
-    let sent = {
-        let mut st = conn.get().st.borrow_mut(py)?;
-        let st = &mut *st;
-        let Some(c) = st.ws.as_deref_mut().and_then(WsState::conn) else { return Ok(()) };
-        match (&bytes, &text) {
-            (Some(b), _) => match b.cast::<PyBytes>() {
-                Ok(b) => c.send_binary(&mut st.out, b.as_bytes()),
-                Err(_) => {
-                    let v = pyo3::buffer::PyBuffer::<u8>::get(b).map_err(|_| PyTypeError::new_err("websocket.send's 'bytes' must be bytes"))?;
-                    c.send_binary(&mut st.out, &v.to_vec(py)?)
-                }
-            },
-            (None, Some(t)) => {
-                let t = t.cast::<PyString>().map_err(|_| PyTypeError::new_err("websocket.send's 'text' must be a str"))?;
-                c.send_text(&mut st.out, t.to_str()?)
+    // The payload as a slice, taken out of the application's objects before the borrow (a
+    // buffer that is not `bytes` is copied).
+    let copied;
+    let payload: Result<&[u8], &str> = match (&bytes, &text) {
+        (Some(b), _) => match b.cast::<PyBytes>() {
+            Ok(b) => Ok(b.as_bytes()),
+            Err(_) => {
+                let v = pyo3::buffer::PyBuffer::<u8>::get(b).map_err(|_| PyTypeError::new_err("websocket.send's 'bytes' must be bytes"))?;
+                copied = v.to_vec(py)?;
+                Ok(&copied)
             }
-            (None, None) => return Err(PyValueError::new_err("websocket.send needs 'bytes' or 'text'")),
-        }
+        },
+        (None, Some(t)) => Err(t.cast::<PyString>().map_err(|_| PyTypeError::new_err("websocket.send's 'text' must be a str"))?.to_str()?),
+        (None, None) => return Err(PyValueError::new_err("websocket.send needs 'bytes' or 'text'")),
     };
+    let sent = s.with(|p| {
+        let c = p.ws.as_deref_mut().and_then(WsState::conn)?;
+        Some(match payload {
+            Ok(b) => c.send_binary(p.out, b),
+            Err(t) => c.send_text(p.out, t),
+        })
+    })?;
+    let Some(sent) = sent else { return Ok(()) };
     sent.map_err(|e| PyRuntimeError::new_err(format!("websocket.send refused: {e}")))?;
-    super::frames_added(conn)
+    super::frames_added(s)
 }
 
 /// `websocket.close`: our close frame with the application's code and reason; the session
 /// ends when the client answers (or the close timeout passes).
-fn close(conn: &Bound<'_, HttpConn>, msg: &Bound<'_, PyDict>) -> PyResult<()> {
-    let py = conn.py();
+fn close(s: Session<'_, '_>, msg: &Bound<'_, PyDict>) -> PyResult<()> {
+    let py = s.py();
     let code: u16 = match msg.get_item(intern!(py, "code"))? {
         Some(c) if !c.is_none() => c.extract().map_err(|_| PyValueError::new_err(format!("websocket.close: invalid code {c}")))?,
         _ => ws::code::NORMAL,
@@ -325,16 +306,44 @@ fn close(conn: &Bound<'_, HttpConn>, msg: &Bound<'_, PyDict>) -> PyResult<()> {
         Some(r) if !r.is_none() => r.extract().map_err(|_| PyTypeError::new_err("websocket.close's 'reason' must be a str"))?,
         _ => String::new(),
     };
-    {
-        let mut st = conn.get().st.borrow_mut(py)?;
-        let st = &mut *st;
-        let Some(w) = st.ws.as_deref_mut() else { return Ok(()) };
-        match w.try_close(&mut st.out, code, &reason) {
-            Ok(()) | Err(ws::SendError::Closing) => {}
-            Err(e) => return Err(PyValueError::new_err(format!("websocket.close: {} (code {code}, reason of {} bytes)", e, reason.len()))),
+    let closed = s.with(|p| p.ws.as_deref_mut().map(|w| w.try_close(p.out, code, &reason)))?;
+    match closed {
+        None => return Ok(()),
+        Some(Ok(()) | Err(ws::SendError::Closing)) => {}
+        Some(Err(e)) => return Err(PyValueError::new_err(format!("websocket.close: {} (code {code}, reason of {} bytes)", e, reason.len()))),
+    }
+    s.queue_flush()?;
+    // The application may not read again: the channel reads the client's answer itself.
+    super::drain(s)
+}
+
+/// The application of the stream ended (`error`: it raised): an open session closes; one
+/// still in its handshake gets the 500 with a log line. `false`: no session (the upgrade was
+/// denied with an HTTP response), the stream is an HTTP one.
+pub(crate) fn ended(s: Session<'_, '_>, error: bool) -> PyResult<bool> {
+    let py = s.py();
+    let handshake = s.with(|p| match p.ws.as_deref().filter(|w| w.stream == s.id) {
+        None => None,
+        Some(w) => {
+            let h = matches!(w.phase, Phase::Handshake(_));
+            if h {
+                *p.ws = None;
+            }
+            Some(h)
+        }
+    })?;
+    match handshake {
+        None => Ok(false),
+        Some(false) => {
+            super::app_ended(s, error)?;
+            Ok(true)
+        }
+        Some(true) => {
+            if !error {
+                s.sink().log_error(s.conn, "ASGI callable returned without sending handshake.".to_owned(), py.None().bind(py))?;
+            }
+            s.sink().fail(s.conn, s.id, 500, "websocket-no-handshake")?;
+            Ok(true)
         }
     }
-    HttpConn::queue_flush(conn)?;
-    // The application may not read again: the connection reads the client's answer itself.
-    super::drain(conn)
 }

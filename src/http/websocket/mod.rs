@@ -1,33 +1,34 @@
-//! WebSocket on `HttpConn`: the sans-I/O codec (`ws`) joined to the connection and to ASGI's
-//! `websocket` scope. `asgi` holds what the application sees (the scope, `receive`'s messages,
-//! `send`'s); this module the session's state and the connection's side of it: where bytes go
-//! after the 101, the close handshake when no one reads, keep-alive pings, graceful shutdown.
+//! WebSocket sessions: the sans-I/O codec (`ws`) run over a stream's upgraded channel
+//! (`channel::Channel`, which the driver implements: this module names no driver) and joined
+//! to ASGI's `websocket` scope (`asgi`) or to a native handler (`native`). This module holds
+//! the session's state and its side of the channel: where bytes go after the accept, the close
+//! handshake when no one reads, keep-alive pings, graceful shutdown.
 //!
-//! A session's life, in `ConnState::ws`:
+//! A session's life, in the channel's slot for it (`channel::Parts::ws`):
 //! ```text
 //!   Handshake(upgrade) ──websocket.accept──▶ Open(ws::Conn) ──close sent and received, or EOF,
 //!        │                                        │            or a protocol fault──▶ TCP closed
 //!        └─websocket.close / websocket.http.response / the app ends─▶ an HTTP answer (403, 500,
 //!          the app's own), `ws` dropped, and the connection is HTTP/1.1 again
 //! ```
-//! The request's `Cycle` lives as long as the application runs (it counts in flight, it is
+//! The request's stream lives as long as the application runs (it counts in flight, it is
 //! what `receive` and `send` are bound to); the session can outlive it, to finish the close
-//! handshake, and the connection closes once the session is `Done`.
+//! handshake (`Channel::release`), and the channel closes once the session is `Done`.
 //!
 //! Reading is driven by the application: a message is decoded when `receive` asks for one, so
 //! a slow application holds the client back through TCP (`ws::Conn::wants_read` pauses the
 //! socket at `max_buffered` unread bytes) instead of queueing messages in memory. When no one
-//! will ask any more — our close frame is out, or the application returned — the connection
+//! will ask any more — our close frame is out, or the application returned — the channel
 //! reads on by itself and drops data messages until the peer's close (`drain`).
 
 pub(crate) mod asgi;
+pub(crate) mod channel;
 pub(crate) mod handshake;
 pub mod native;
 
 use pyo3::prelude::*;
 
-use super::conn::{ConnState, HttpConn};
-use super::conn::cycle::{self, current};
+pub(crate) use channel::{Channel, Parts, Session};
 use super::proto::ws;
 use crate::reactor::sys::monotonic_ns;
 
@@ -56,7 +57,7 @@ pub(crate) enum Read<T> {
 /// The next data message of an open session, control frames answered into `out` on the way:
 /// the one read loop of the ASGI `receive`, the native handler's delivery and `drain`.
 /// `text`/`binary` make the message inside the connection's borrow (`str` and `bytes` only:
-/// see `conn`'s invariants).
+/// see `Channel::parts`).
 pub(crate) fn read<T>(c: &mut ws::Conn, out: &mut Vec<u8>, lost: bool, text: impl FnOnce(&str) -> T, binary: impl FnOnce(&[u8]) -> T) -> Read<T> {
     loop {
         match c.poll(out) {
@@ -74,8 +75,8 @@ pub(crate) fn read<T>(c: &mut ws::Conn, out: &mut Vec<u8>, lost: bool, text: imp
 
 /// One WebSocket session of a connection (see the module docs).
 pub(crate) struct WsState {
-    /// The request cycle of the application that owns the session.
-    pub(crate) cycle: u64,
+    /// The stream the session runs on (its request's, whose application owns the session).
+    pub(crate) stream: u64,
     pub(crate) phase: Phase,
     /// `websocket.connect` was handed to the application.
     pub(crate) connect_given: bool,
@@ -92,9 +93,9 @@ pub(crate) struct WsState {
 }
 
 impl WsState {
-    pub(crate) fn new(cycle: u64, upgrade: ws::Upgrade) -> WsState {
+    pub(crate) fn new(stream: u64, upgrade: ws::Upgrade) -> WsState {
         WsState {
-            cycle,
+            stream,
             phase: Phase::Handshake(Box::new(upgrade)),
             connect_given: false,
             ended: None,
@@ -126,7 +127,7 @@ impl WsState {
         Ok(())
     }
 
-    /// Whether the session is past its handshake and no one will read it but the connection.
+    /// Whether the session is past its handshake and no one will read it but the channel.
     fn draining(&self) -> bool {
         match &self.phase {
             Phase::Open(c) => self.app_done || c.state() != ws::State::Open,
@@ -135,9 +136,10 @@ impl WsState {
     }
 }
 
-/// The session of `st`, if it is past its handshake.
-pub(crate) fn open(st: &mut ConnState) -> Option<&mut WsState> {
-    st.ws.as_deref_mut().filter(|w| matches!(w.phase, Phase::Open(_)))
+
+/// The session in `slot`, if it is past its handshake.
+pub(crate) fn open(slot: &mut Option<Box<WsState>>) -> Option<&mut WsState> {
+    slot.as_deref_mut().filter(|w| matches!(w.phase, Phase::Open(_)))
 }
 
 /// Outgoing frames gathered past this many bytes are written at once: the transport then says
@@ -146,18 +148,19 @@ pub(crate) fn open(st: &mut ConnState) -> Option<&mut WsState> {
 /// that sends in a loop without yielding.
 const FLUSH_AT: usize = 64 * 1024;
 
-/// Frames were added to the connection's output by a send: written now past `FLUSH_AT`, else
+/// Frames were added to the channel's output by a send: written now past `FLUSH_AT`, else
 /// at the end of the loop iteration.
-pub(crate) fn frames_added(conn: &Bound<'_, HttpConn>) -> PyResult<()> {
-    if conn.get().st.borrow(conn.py())?.out.len() >= FLUSH_AT {
-        return HttpConn::flush(conn);
+pub(crate) fn frames_added(s: Session<'_, '_>) -> PyResult<()> {
+    if s.with(|p| p.out.len())? >= FLUSH_AT {
+        return s.flush();
     }
-    HttpConn::queue_flush(conn)
+    s.queue_flush()
 }
 
-/// Bytes from the socket, for an open session (`false`: not one; they go to `h1`).
-pub(crate) fn feed(st: &mut ConnState, data: &[u8]) -> bool {
-    match open(st).and_then(WsState::conn) {
+/// Bytes from the peer, for an open session in `slot` (`false`: not one; they go to the
+/// request's protocol).
+pub(crate) fn feed(slot: &mut Option<Box<WsState>>, data: &[u8]) -> bool {
+    match open(slot).and_then(WsState::conn) {
         Some(c) => {
             c.feed(data);
             true
@@ -166,43 +169,36 @@ pub(crate) fn feed(st: &mut ConnState, data: &[u8]) -> bool {
     }
 }
 
-/// Whether the socket should be read: the session's buffer has room, and the transport takes
-/// what we write (a client that sends pings and never reads its pongs is not read either).
-pub(crate) fn wants_read(st: &mut ConnState) -> Option<bool> {
-    let paused = st.write_paused;
-    open(st).and_then(WsState::conn).map(|c| c.wants_read() && !paused)
+/// Whether the peer should be read, for an open session in `slot`: its buffer has room, and
+/// the transport takes what we write (`write_paused`: a client that sends pings and never
+/// reads its pongs is not read either).
+pub(crate) fn wants_read(slot: &mut Option<Box<WsState>>, write_paused: bool) -> Option<bool> {
+    open(slot).and_then(WsState::conn).map(|c| c.wants_read() && !write_paused)
 }
 
 /// Act on what arrived for an open session: answer a waiting `receive`, or drain.
-pub(crate) fn process(conn: &Bound<'_, HttpConn>) -> PyResult<()> {
-    let py = conn.py();
-    let (waiting, native) = {
-        let st = conn.get().st.borrow(py)?;
-        (st.cycle.as_ref().is_some_and(|c| c.receive_waiter.is_some()), st.ws.as_deref().is_some_and(|w| w.native.is_some()))
-    };
+pub(crate) fn process(s: Session<'_, '_>) -> PyResult<()> {
+    let native = s.with(|p| p.ws.as_deref().is_some_and(|w| w.native.is_some()))?;
     if native {
-        native::deliver(conn)?;
-    } else if waiting {
-        asgi::answer_receiver(conn)?;
+        native::deliver(s)?;
+    } else if s.ch.receive_waits(s.conn, s.id)? {
+        asgi::answer_receiver(s)?;
     } else {
-        drain(conn)?;
+        drain(s)?;
     }
-    HttpConn::update_reading(conn)
+    s.update_reading()
 }
 
 /// Read on for a session no one reads (see the module docs): data messages are dropped,
-/// pings answered, and the connection closes at the peer's close, EOF or a fault.
-pub(crate) fn drain(conn: &Bound<'_, HttpConn>) -> PyResult<()> {
-    let py = conn.py();
-    let (finished, wrote) = {
-        let mut st = conn.get().st.borrow_mut(py)?;
-        let st = &mut *st;
-        let before = st.out.len();
-        let Some(w) = st.ws.as_deref_mut().filter(|w| w.draining()) else { return Ok(()) };
-        let Phase::Open(c) = &mut w.phase else { return Ok(()) };
+/// pings answered, and the channel closes at the peer's close, EOF or a fault.
+pub(crate) fn drain(s: Session<'_, '_>) -> PyResult<()> {
+    let (finished, wrote) = s.with(|p| {
+        let before = p.out.len();
+        let Some(w) = p.ws.as_deref_mut().filter(|w| w.draining()) else { return (false, false) };
+        let Phase::Open(c) = &mut w.phase else { return (false, false) };
         let finished = loop {
             // Data messages are dropped unmade.
-            match read(c, &mut st.out, false, |_| (), |_| ()) {
+            match read(c, p.out, false, |_| (), |_| ()) {
                 Read::Message(()) => {}
                 Read::Wait | Read::Lost => break None,
                 Read::End(code, reason) => break Some((code, reason)),
@@ -211,38 +207,35 @@ pub(crate) fn drain(conn: &Bound<'_, HttpConn>) -> PyResult<()> {
         if let Some(end) = &finished {
             w.ended.get_or_insert_with(|| end.clone());
         }
-        (finished.is_some(), st.out.len() > before)
-    };
+        (finished.is_some(), p.out.len() > before)
+    })?;
     if finished {
-        HttpConn::close_when_flushed(conn)?;
+        s.close()?;
     }
     if wrote || finished {
-        HttpConn::queue_flush(conn)?;
+        s.queue_flush()?;
     }
     Ok(())
 }
 
 /// The sweep's look at an open session: a keep-alive ping when the client has been silent for
 /// `--ws-ping-interval`, the end when it stays silent `--ws-ping-timeout` after one, and the
-/// end when our close frame goes unanswered. `true` if the connection was closed.
-pub(crate) fn check_timeout(conn: &Bound<'_, HttpConn>, now: u64) -> PyResult<bool> {
-    let py = conn.py();
-    let Some(settings) = conn.get().server.get().ws.as_ref() else { return Ok(false) };
+/// end when our close frame goes unanswered. `true` if the channel was closed.
+pub(crate) fn check_timeout(s: Session<'_, '_>, now: u64) -> PyResult<bool> {
+    let Some(settings) = s.server().ws.as_ref() else { return Ok(false) };
     enum Verdict {
         Nothing,
         Flush,
         Close,
     }
-    let verdict = {
-        let mut st = conn.get().st.borrow_mut(py)?;
-        let st = &mut *st;
-        if st.lost || st.close_after {
-            return Ok(false);
+    let verdict = s.with(|p| {
+        if p.lost || p.closing {
+            return Verdict::Nothing;
         }
-        let since = st.since;
-        let Some(w) = st.ws.as_deref_mut() else { return Ok(false) };
+        let since = p.since;
+        let Some(w) = p.ws.as_deref_mut() else { return Verdict::Nothing };
         let (close_sent_at, ping_sent_at) = (w.close_sent_at, w.ping_sent_at);
-        let Phase::Open(c) = &mut w.phase else { return Ok(false) };
+        let Phase::Open(c) = &mut w.phase else { return Verdict::Nothing };
         match c.state() {
             ws::State::Done => Verdict::Close,
             ws::State::CloseSent if now.saturating_sub(close_sent_at) > CLOSE_TIMEOUT_NS => Verdict::Close,
@@ -255,85 +248,60 @@ pub(crate) fn check_timeout(conn: &Bound<'_, HttpConn>, now: u64) -> PyResult<bo
                     Verdict::Nothing
                 }
                 Some(t) if settings.ping_timeout > 0 && now.saturating_sub(t) > settings.ping_timeout => {
-                    w.close(&mut st.out, ws::code::INTERNAL_ERROR, "keepalive ping timeout");
+                    w.close(p.out, ws::code::INTERNAL_ERROR, "keepalive ping timeout");
                     w.ended.get_or_insert_with(|| (ws::code::ABNORMAL, String::new()));
                     Verdict::Close
                 }
                 Some(_) => Verdict::Nothing,
                 None if settings.ping_interval > 0 && now.saturating_sub(since) > settings.ping_interval => {
-                    let _ = c.ping(&mut st.out, b"ringloop");
+                    let _ = c.ping(p.out, b"ringloop");
                     w.ping_sent_at = Some(now);
                     Verdict::Flush
                 }
                 None => Verdict::Nothing,
             },
         }
-    };
+    })?;
     match verdict {
         Verdict::Nothing => Ok(false),
         Verdict::Flush => {
-            HttpConn::flush(conn)?;
+            s.flush()?;
             Ok(false)
         }
         Verdict::Close => {
-            HttpConn::close_when_flushed(conn)?;
-            HttpConn::flush(conn)?;
+            s.close()?;
+            s.flush()?;
             Ok(true)
         }
     }
 }
 
 /// Graceful shutdown: an open session gets close 1001 (going away) and the close timeout to
-/// answer it; one still in its handshake is told at its accept.
-pub(crate) fn begin_shutdown(conn: &Bound<'_, HttpConn>) -> PyResult<bool> {
-    let py = conn.py();
-    let wrote = {
-        let mut st = conn.get().st.borrow_mut(py)?;
-        let st = &mut *st;
-        match st.ws.as_deref_mut() {
-            None => return Ok(false),
-            Some(w) => w.close(&mut st.out, ws::code::GOING_AWAY, ""),
+/// answer it; one still in its handshake is told at its accept. `false`: no session.
+pub(crate) fn begin_shutdown(s: Session<'_, '_>) -> PyResult<bool> {
+    let wrote = s.with(|p| p.ws.as_deref_mut().map(|w| w.close(p.out, ws::code::GOING_AWAY, "")))?;
+    match wrote {
+        None => Ok(false),
+        Some(false) => Ok(true),
+        Some(true) => {
+            s.flush()?;
+            drain(s)?;
+            Ok(true)
         }
-    };
-    if wrote {
-        HttpConn::flush(conn)?;
-        drain(conn)?;
     }
-    Ok(true)
 }
 
 /// The application's coroutine ended (`error`: it raised) and the session is open: it is
-/// closed with 1000 (1011 after an error) unless it already was, and the cycle ends.
-pub(crate) fn app_ended(conn: &Bound<'_, HttpConn>, id: u64, error: bool) -> PyResult<()> {
-    let py = conn.py();
-    let this = conn.get();
-    {
-        let mut st = this.st.borrow_mut(py)?;
-        let st = &mut *st;
-        if let Some(w) = st.ws.as_deref_mut().filter(|w| w.cycle == id) {
+/// closed with 1000 (1011 after an error) unless it already was, and the stream ends.
+pub(crate) fn app_ended(s: Session<'_, '_>, error: bool) -> PyResult<()> {
+    s.with(|p| {
+        if let Some(w) = p.ws.as_deref_mut().filter(|w| w.stream == s.id) {
             w.app_done = true;
             let code = if error { ws::code::INTERNAL_ERROR } else { ws::code::NORMAL };
-            w.close(&mut st.out, code, "");
+            w.close(p.out, code, "");
         }
-    }
-    end_cycle(conn, id)?;
-    drain(conn)?;
-    HttpConn::queue_flush(conn)
-}
-
-/// The session's cycle is over (its 101 was logged at the accept).
-fn end_cycle(conn: &Bound<'_, HttpConn>, id: u64) -> PyResult<()> {
-    let py = conn.py();
-    let this = conn.get();
-    let c = {
-        let mut st = this.st.borrow_mut(py)?;
-        if current(&mut st, id).is_none() {
-            return Ok(());
-        }
-        st.cycle.take()
-    };
-    if let Some(c) = c {
-        cycle::cycle_over(py, c)?;
-    }
-    Ok(())
+    })?;
+    s.ch.release(s.conn, s.id)?;
+    drain(s)?;
+    s.queue_flush()
 }

@@ -19,19 +19,20 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString};
 use pyo3::{intern, PyTraverseError, PyVisit};
 
-use super::{handshake, read, Phase, Read, WsState};
-use crate::http::conn::HttpConn;
-use crate::http::conn::cycle;
-use crate::http::stream::message::ClientDisconnected;
+use super::{handshake, read, Channel, Phase, Read, Session, WsState};
 use crate::http::native::{open_request, Request};
-use crate::http::stream::Opening;
-use crate::http::request::HeadCopy;
 use crate::http::proto::ws;
+use crate::http::request::HeadCopy;
+use crate::http::stream::message::ClientDisconnected;
+use crate::http::stream::Opening;
 
-/// One native WebSocket session, as its handler sees it.
+/// One native WebSocket session, as its handler sees it: the connection (as a plain object),
+/// the stream the session runs on, and its channel.
 #[pyclass(module = "ringloop._core", frozen, weakref)]
 pub struct WebSocket {
-    conn: Py<HttpConn>,
+    conn: Py<PyAny>,
+    id: u64,
+    ch: &'static dyn Channel,
     #[pyo3(get)]
     request: Py<Request>,
     #[pyo3(get)]
@@ -39,8 +40,8 @@ pub struct WebSocket {
 }
 
 /// What the session's callbacks are.
-fn handler(conn: &Bound<'_, HttpConn>) -> Py<PyAny> {
-    conn.get().server.get().ws_handler.as_ref().expect("a native session has a handler").clone_ref(conn.py())
+fn handler(s: Session<'_, '_>) -> Py<PyAny> {
+    s.server().ws_handler.as_ref().expect("a native session has a handler").clone_ref(s.py())
 }
 
 /// How a callback went.
@@ -53,9 +54,9 @@ enum Called<'py> {
 }
 
 /// Call `name` on the handler if it has it (see `Called`).
-fn callback<'py>(conn: &Bound<'py, HttpConn>, name: &Bound<'py, PyString>, args: impl pyo3::call::PyCallArgs<'py>) -> PyResult<Called<'py>> {
-    let py = conn.py();
-    let h = handler(conn);
+fn callback<'py>(s: Session<'_, 'py>, name: &Bound<'py, PyString>, args: impl pyo3::call::PyCallArgs<'py>) -> PyResult<Called<'py>> {
+    let py = s.py();
+    let h = handler(s);
     let Ok(f) = h.bind(py).getattr(name) else { return Ok(Called::Absent) };
     match f.call1(args) {
         Ok(v) => Ok(Called::Returned(v)),
@@ -63,70 +64,64 @@ fn callback<'py>(conn: &Bound<'py, HttpConn>, name: &Bound<'py, PyString>, args:
             if e.is_instance_of::<pyo3::exceptions::PyKeyboardInterrupt>(py) || e.is_instance_of::<pyo3::exceptions::PySystemExit>(py) {
                 return Err(e);
             }
-            conn.get().server.get().log_error.call1(py, (format!("Exception in WebSocket handler {name}\n"), e.into_value(py)))?;
-            let wrote = {
-                let mut st = conn.get().st.borrow_mut(py)?;
-                let st = &mut *st;
-                st.ws.as_deref_mut().is_some_and(|w| w.close(&mut st.out, ws::code::INTERNAL_ERROR, ""))
-            };
+            s.sink().log_error(s.conn, format!("Exception in WebSocket handler {name}\n"), e.into_value(py).bind(py))?;
+            let wrote = s.with(|p| p.ws.as_deref_mut().is_some_and(|w| w.close(p.out, ws::code::INTERNAL_ERROR, "")))?;
             if wrote {
-                HttpConn::queue_flush(conn)?;
+                s.queue_flush()?;
             }
             Ok(Called::Raised)
         }
     }
 }
 
-/// Start a native session for the upgrade request `head` (cycle `id`): `on_connect`, the 101,
-/// `on_open`, and the messages already here. `Ok(true)`: go on reading requests (the upgrade
-/// was answered with HTTP instead).
-pub(crate) fn start(conn: &Bound<'_, HttpConn>, head: &HeadCopy, id: u64) -> PyResult<bool> {
-    let py = conn.py();
-    let this = conn.get();
-    let (request, _) = open_request(&Opening { conn: conn.as_any(), sink: HttpConn::sink(), id }, head, false)?;
-    let Some(upgrade) = handshake::check(conn, head, id)? else {
-        return Ok(this.st.borrow(py)?.cycle.is_none());
-    };
-    handshake::begin(conn, id, upgrade)?;
-    let subprotocol = match callback(conn, intern!(py, "on_connect"), (request.bind(py),))? {
+/// Start a native session for the upgrade request `head` (on the stream `s.id`): `on_connect`,
+/// the acceptance, `on_open`, and the messages already here. `Ok(true)`: go on reading
+/// requests (the upgrade was answered with HTTP instead).
+pub(crate) fn start(s: Session<'_, '_>, head: &HeadCopy) -> PyResult<bool> {
+    let py = s.py();
+    let (sink, id) = (s.sink(), s.id);
+    let over = || -> PyResult<bool> { Ok(sink.progress(s.conn, id)?.is_none()) };
+    let (request, _) = open_request(&Opening { conn: s.conn, sink, id }, head, false)?;
+    let Some(upgrade) = handshake::check(s, head)? else { return over() };
+    handshake::begin(s, upgrade)?;
+    let subprotocol = match callback(s, intern!(py, "on_connect"), (request.bind(py),))? {
         Called::Returned(v) if v.is_instance_of::<PyString>() => Some(v.cast_into::<PyString>()?.unbind()),
         Called::Returned(v) if v.is(pyo3::types::PyBool::new(py, false)) => {
-            handshake::refuse(conn, id, 403, None, b"")?;
-            return Ok(this.st.borrow(py)?.cycle.is_none());
+            handshake::refuse(s, 403, None, b"")?;
+            return over();
         }
         Called::Returned(_) | Called::Absent => None,
         Called::Raised => {
             // Logged by `callback`: the upgrade is answered with a 500.
-            this.st.borrow_mut(py)?.ws = None;
-            cycle::end_with_error(conn, id, 500, "websocket-on-connect-error")?;
-            return Ok(this.st.borrow(py)?.cycle.is_none());
+            s.with(|p| *p.ws = None)?;
+            sink.fail(s.conn, id, 500, "websocket-on-connect-error")?;
+            return over();
         }
     };
     let name = subprotocol.as_ref().map(|s| s.bind(py).to_str().map(str::to_owned)).transpose()?;
-    if !handshake::switch(conn, id, name.as_deref(), &[])? {
-        return Ok(this.st.borrow(py)?.cycle.is_none());
+    if !handshake::switch(s, name.as_deref(), &[])? {
+        return over();
     }
-    handshake::accepted(conn, id)?;
-    let ws = Py::new(py, WebSocket { conn: conn.clone().unbind(), request, subprotocol })?;
-    {
-        // The request's cycle ends at the 101: the session lives on the connection.
-        let mut st = this.st.borrow_mut(py)?;
-        st.cycle = None;
-        if let Some(w) = st.ws.as_deref_mut() {
+    handshake::accepted(s)?;
+    let ws = Py::new(py, WebSocket { conn: s.conn.clone().unbind(), id, ch: s.ch, request, subprotocol })?;
+    // The request's stream ends at the acceptance: the session lives on the channel.
+    s.ch.release(s.conn, id)?;
+    s.with(|p| {
+        if let Some(w) = p.ws.as_deref_mut() {
             w.native = Some(ws.clone_ref(py));
         }
-    }
-    callback(conn, intern!(py, "on_open"), (ws.bind(py),))?;
-    HttpConn::queue_flush(conn)?;
-    deliver(conn)?;
-    // The connection is the session's now: no more requests are read from it.
+    })?;
+    callback(s, intern!(py, "on_open"), (ws.bind(py),))?;
+    s.queue_flush()?;
+    deliver(s)?;
+    // The channel is the session's now: no more requests are read from it.
     Ok(false)
 }
 
 /// Hand the messages that arrived to `on_message`, one by one, until none is complete or the
 /// transport's buffer is full; the end of the session to `on_close`, once.
-pub(crate) fn deliver(conn: &Bound<'_, HttpConn>) -> PyResult<()> {
-    let py = conn.py();
+pub(crate) fn deliver(s: Session<'_, '_>) -> PyResult<()> {
+    let py = s.py();
     loop {
         enum Got {
             Text(Py<PyString>),
@@ -134,20 +129,18 @@ pub(crate) fn deliver(conn: &Bound<'_, HttpConn>) -> PyResult<()> {
             End(u16, String),
             Stop,
         }
-        let (got, ws) = {
-            let mut st = conn.get().st.borrow_mut(py)?;
-            let st = &mut *st;
-            if st.write_paused && !st.lost {
-                return Ok(());
+        let next = s.with(|p| {
+            if p.write_paused && !p.lost {
+                return None;
             }
-            let lost = st.lost;
-            let Some(w) = st.ws.as_deref_mut() else { return Ok(()) };
-            let Some(ws) = w.native.as_ref().map(|n| n.clone_ref(py)) else { return Ok(()) };
+            let lost = p.lost;
+            let w = p.ws.as_deref_mut()?;
+            let ws = w.native.as_ref().map(|n| n.clone_ref(py))?;
             if w.ended.is_some() {
-                return Ok(());
+                return None;
             }
-            let Phase::Open(c) = &mut w.phase else { return Ok(()) };
-            let got = match read(c, &mut st.out, lost, |s| Got::Text(PyString::new(py, s).unbind()), |b| Got::Bytes(PyBytes::new(py, b).unbind())) {
+            let Phase::Open(c) = &mut w.phase else { return None };
+            let got = match read(c, p.out, lost, |s| Got::Text(PyString::new(py, s).unbind()), |b| Got::Bytes(PyBytes::new(py, b).unbind())) {
                 Read::Message(m) => m,
                 Read::Wait => Got::Stop,
                 Read::Lost => Got::End(ws::code::ABNORMAL, String::new()),
@@ -156,73 +149,78 @@ pub(crate) fn deliver(conn: &Bound<'_, HttpConn>) -> PyResult<()> {
             if let Got::End(code, reason) = &got {
                 w.ended = Some((*code, reason.clone()));
             }
-            (got, ws)
-        };
+            Some((got, ws))
+        })?;
+        let Some((got, ws)) = next else { return Ok(()) };
         match got {
             Got::Stop => break,
-            Got::Text(s) => {
-                callback(conn, intern!(py, "on_message"), (ws.bind(py), s))?;
+            Got::Text(t) => {
+                callback(s, intern!(py, "on_message"), (ws.bind(py), t))?;
             }
             Got::Bytes(b) => {
-                callback(conn, intern!(py, "on_message"), (ws.bind(py), b))?;
+                callback(s, intern!(py, "on_message"), (ws.bind(py), b))?;
             }
             Got::End(code, reason) => {
-                HttpConn::close_when_flushed(conn)?;
-                HttpConn::queue_flush(conn)?;
-                callback(conn, intern!(py, "on_close"), (ws.bind(py), code, reason))?;
+                s.close()?;
+                s.queue_flush()?;
+                callback(s, intern!(py, "on_close"), (ws.bind(py), code, reason))?;
                 return Ok(());
             }
         }
     }
-    HttpConn::queue_flush(conn)
+    s.queue_flush()
 }
 
-/// The connection is gone: a session whose end was not told yet gets `on_close` with 1006.
-pub(crate) fn connection_lost(conn: &Bound<'_, HttpConn>) -> PyResult<()> {
-    let py = conn.py();
-    let ws = {
-        let mut st = conn.get().st.borrow_mut(py)?;
-        match st.ws.as_deref_mut() {
-            Some(w) if w.native.is_some() && w.ended.is_none() => {
-                w.ended = Some((ws::code::ABNORMAL, String::new()));
-                w.native.as_ref().map(|n| n.clone_ref(py))
-            }
-            _ => None,
+/// The channel is gone: a session whose end was not told yet gets `on_close` with 1006.
+pub(crate) fn connection_lost(s: Session<'_, '_>) -> PyResult<()> {
+    let py = s.py();
+    let ws = s.with(|p| match p.ws.as_deref_mut() {
+        Some(w) if w.native.is_some() && w.ended.is_none() => {
+            w.ended = Some((ws::code::ABNORMAL, String::new()));
+            w.native.as_ref().map(|n| n.clone_ref(py))
         }
-    };
+        _ => None,
+    })?;
     if let Some(ws) = ws {
-        callback(conn, intern!(py, "on_close"), (ws.bind(py), ws::code::ABNORMAL, ""))?;
+        callback(s, intern!(py, "on_close"), (ws.bind(py), ws::code::ABNORMAL, ""))?;
     }
     Ok(())
 }
 
 impl WebSocket {
-    /// Frame `data` into the connection's output; `Ok(false)` when the transport's buffer is
+    fn session<'a, 'py>(&'a self, py: Python<'py>) -> Session<'a, 'py> {
+        Session::new(self.conn.bind(py), self.id, self.ch)
+    }
+
+    /// Frame `data` into the channel's output; `Ok(false)` when the transport's buffer is
     /// above its high-water mark.
     fn send_one(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<bool> {
-        let conn = self.conn.bind(py);
-        let paused = {
-            let mut st = conn.get().st.borrow_mut(py)?;
-            let st = &mut *st;
-            let lost = st.lost;
-            let Some(w) = st.ws.as_deref_mut().filter(|w| w.ended.is_none() && !lost) else {
+        let s = self.session(py);
+        // The message as text or bytes, checked before the borrow.
+        let msg: Result<&str, &[u8]> = if let Ok(t) = data.cast::<PyString>() {
+            Ok(t.to_str()?)
+        } else if let Ok(b) = data.cast::<PyBytes>() {
+            Err(b.as_bytes())
+        } else {
+            return Err(PyTypeError::new_err(format!("a WebSocket message is str or bytes, not {}", data.get_type().name()?)));
+        };
+        let paused = s.with(|p| {
+            let lost = p.lost;
+            let Some(w) = p.ws.as_deref_mut().filter(|w| w.ended.is_none() && !lost) else {
                 return Err(ClientDisconnected::new_err("the WebSocket is closed"));
             };
             let Some(c) = w.conn() else { return Err(ClientDisconnected::new_err("the WebSocket is closed")) };
-            let sent = if let Ok(s) = data.cast::<PyString>() {
-                c.send_text(&mut st.out, s.to_str()?)
-            } else if let Ok(b) = data.cast::<PyBytes>() {
-                c.send_binary(&mut st.out, b.as_bytes())
-            } else {
-                return Err(PyTypeError::new_err(format!("a WebSocket message is str or bytes, not {}", data.get_type().name()?)));
+            let sent = match msg {
+                Ok(t) => c.send_text(p.out, t),
+                Err(b) => c.send_binary(p.out, b),
             };
             if sent.is_err() {
                 return Err(ClientDisconnected::new_err("the WebSocket is closing"));
             }
-            st.write_paused
-        };
-        super::frames_added(conn)?;
-        Ok(!paused && !conn.get().write_blocked(py)?)
+            Ok(p.write_paused)
+        })??;
+        super::frames_added(s)?;
+        Ok(!paused && !s.sink().write_blocked(s.conn)?)
     }
 }
 
@@ -237,38 +235,29 @@ impl WebSocket {
     /// Start the close handshake; `on_close` follows the client's answer.
     #[pyo3(signature = (code = 1000, reason = ""))]
     fn close(&self, py: Python<'_>, code: u16, reason: &str) -> PyResult<()> {
-        let conn = self.conn.bind(py);
-        {
-            let mut st = conn.get().st.borrow_mut(py)?;
-            let st = &mut *st;
-            let Some(w) = st.ws.as_deref_mut() else { return Ok(()) };
-            match w.try_close(&mut st.out, code, reason) {
-                Ok(()) => {}
-                Err(ws::SendError::Closing) => return Ok(()),
-                Err(e) => return Err(PyValueError::new_err(format!("WebSocket close: {e} (code {code})"))),
-            }
+        let s = self.session(py);
+        match s.with(|p| p.ws.as_deref_mut().map(|w| w.try_close(p.out, code, reason)))? {
+            None | Some(Err(ws::SendError::Closing)) => Ok(()),
+            Some(Err(e)) => Err(PyValueError::new_err(format!("WebSocket close: {e} (code {code})"))),
+            Some(Ok(())) => s.queue_flush(),
         }
-        HttpConn::queue_flush(conn)
     }
 
     /// A ping with `data` (at most 125 bytes).
     #[pyo3(signature = (data = b"".as_slice()))]
     fn ping(&self, py: Python<'_>, data: &[u8]) -> PyResult<()> {
-        let conn = self.conn.bind(py);
-        {
-            let mut st = conn.get().st.borrow_mut(py)?;
-            let st = &mut *st;
-            let Some(c) = st.ws.as_deref_mut().and_then(WsState::conn) else { return Err(ClientDisconnected::new_err("the WebSocket is closed")) };
-            c.ping(&mut st.out, data).map_err(|e| PyValueError::new_err(format!("WebSocket ping: {e}")))?;
-        }
-        HttpConn::queue_flush(conn)
+        let s = self.session(py);
+        s.with(|p| {
+            let Some(c) = p.ws.as_deref_mut().and_then(WsState::conn) else { return Err(ClientDisconnected::new_err("the WebSocket is closed")) };
+            c.ping(p.out, data).map_err(|e| PyValueError::new_err(format!("WebSocket ping: {e}")))
+        })??;
+        s.queue_flush()
     }
 
     /// The session ended (closed, or the connection is gone).
     #[getter]
     fn closed(&self, py: Python<'_>) -> PyResult<bool> {
-        let st = self.conn.get().st.borrow(py)?;
-        Ok(st.lost || st.ws.as_deref().is_none_or(|w| w.ended.is_some() || w.close_sent_at > 0))
+        self.session(py).with(|p| p.lost || p.ws.as_deref().is_none_or(|w| w.ended.is_some() || w.close_sent_at > 0))
     }
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
