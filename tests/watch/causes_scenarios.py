@@ -114,6 +114,34 @@ def hogs_on_my_cpu(n: int = 2):
         os.sched_setaffinity(0, old)
 
 
+class FirstRun(threading.Thread):
+    """A thread that reads, as its first act, how long it waited for a CPU before it ran."""
+
+    def __init__(self) -> None:
+        super().__init__(name="first-run", daemon=True)
+        self.delay = 0.0
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        self.delay = schedstat()[1] / 1e9
+        self.done.wait()
+
+
+def start_a_thread() -> tuple[float, float, FirstRun]:
+    """Called on the loop thread inside a slice: start a thread (``Thread.start`` returns once
+    it has run). Returns how long this thread was off its CPU in ``start`` (its wall time
+    there less its CPU time), how long of that it slept (less its wait for a CPU too), by its
+    own clocks, and the thread (alive until its ``done`` is set)."""
+    t = FirstRun()
+    c0, d0 = schedstat()
+    t0 = time.perf_counter()
+    t.start()  # BLOCKS-thread-start
+    wall = time.perf_counter() - t0
+    c1, d1 = schedstat()
+    off = wall - (c1 - c0) / 1e9
+    return off, off - (d1 - d0) / 1e9, t
+
+
 # -- the GIL: a thread in a long C call that keeps it --------------------------------------------
 
 

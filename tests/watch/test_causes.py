@@ -109,6 +109,45 @@ def test_starvation_by_a_hog_on_the_loops_core(run):
         assert "waiting for a CPU" in str(b)
 
 
+def test_a_thread_started_in_the_slice_waits_for_a_cpu(run):
+    """``Thread.start`` waits until the new thread has run: on a busy CPU the loop thread then
+    sleeps through the new thread's wait for a CPU. That is the machine's time, not the
+    application's (the first ``asyncio.to_thread`` of a process starts its worker so)."""
+    own = {}
+
+    async def main():
+        with sc.hogs_on_my_cpu(2):  # the new thread inherits the loop thread's CPU
+            for _ in range(20):  # until the new thread waits well past the threshold
+                async with no_blocking(sc.THRESHOLD, action="log") as nb:
+                    await asyncio.sleep(0)
+                    off, slept, thread = sc.start_a_thread()
+                    await asyncio.sleep(0)
+                thread.done.set()
+                thread.join()
+                if min(off, thread.delay) > 2 * sc.THRESHOLD:
+                    own.update(off=off, slept=slept, delay=thread.delay)
+                    return nb.blocks
+        pytest.fail("two hogs on the loop's CPU never kept a new thread from it for 20 ms")
+
+    b = _the_block(run(main), "starved")
+    assert not b.blames_the_application(), str(b)
+    # While the new thread waited for a CPU, the loop thread slept or waited for a CPU too:
+    # the machine's time, all of it.
+    want = min(own["delay"], own["off"])
+    assert _share(b, "starved") >= want * (1 - TOL) - SLACK, f"{want}\n{b}"
+    slept = min(own["delay"], own["slept"])
+    if run.backend != "ringloop" and slept > sc.THRESHOLD:
+        # The part it slept through is the new thread's, by name.
+        starved = next(c for c in b.causes if c.cause == "starved")
+        assert starved.evidence.get("started_threads") == ["first-run"], str(b)
+        _near(starved.evidence["thread_start_delay"], slept, b)
+        assert "first-run, started in the slice" in str(b)
+    # On ringloop the native sampler's signals wake the sleeping loop thread, which then waits
+    # behind the hogs to run the handler: much of its sleep becomes its own wait for a CPU,
+    # and the part the sampler cannot tell from starvation (a thread still waiting from the
+    # previous signal) stays that.
+
+
 def test_a_block_the_machine_made_is_logged_not_raised(run):
     """A test must not fail because its machine was busy: a block that is the loop thread
     waiting for a CPU raises only in a scope that asks for it (``blame_machine``)."""
