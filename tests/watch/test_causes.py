@@ -113,34 +113,42 @@ def test_a_thread_started_in_the_slice_waits_for_a_cpu(run):
     """``Thread.start`` waits until the new thread has run: on a busy CPU the loop thread then
     sleeps through the new thread's wait for a CPU. That is the machine's time, not the
     application's (the first ``asyncio.to_thread`` of a process starts its worker so)."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to set a thread's scheduling policy back from SCHED_IDLE")
     own = {}
 
     async def main():
         with sc.hogs_on_my_cpu(2):  # the new thread inherits the loop thread's CPU
-            for _ in range(20):  # until the new thread waits well past the threshold
+            for _ in range(20):  # until the loop thread sleeps well past the threshold
                 async with no_blocking(sc.THRESHOLD, action="log") as nb:
                     await asyncio.sleep(0)
                     off, slept, thread = sc.start_a_thread()
                     await asyncio.sleep(0)
                 thread.done.set()
                 thread.join()
-                if min(off, thread.delay) > 2 * sc.THRESHOLD:
+                # On ringloop the sampler's signals turn the sleep into waits for a CPU.
+                slept_enough = run.backend == "ringloop" or slept > 2 * sc.THRESHOLD
+                if min(off, thread.delay) > 2 * sc.THRESHOLD and slept_enough:
                     own.update(off=off, slept=slept, delay=thread.delay)
                     return nb.blocks
-        pytest.fail("two hogs on the loop's CPU never kept a new thread from it for 20 ms")
+        pytest.fail("two hogs never kept a SCHED_IDLE thread from the loop's CPU for 20 ms")
 
     b = _the_block(run(main), "starved")
-    assert not b.blames_the_application(), str(b)
-    # While the new thread waited for a CPU, the loop thread slept or waited for a CPU too:
-    # the machine's time, all of it.
+    # While the new thread waited for its first CPU, the loop thread slept or waited for a CPU
+    # too: the machine's time, all of it.
     want = min(own["delay"], own["off"])
     assert _share(b, "starved") >= want * (1 - TOL) - SLACK, f"{want}\n{b}"
-    slept = min(own["delay"], own["slept"])
-    if run.backend != "ringloop" and slept > sc.THRESHOLD:
-        # The part it slept through is the new thread's, by name.
+    if run.backend != "ringloop":
+        # The part it slept through is the new thread's, by name. Its later waits for a CPU
+        # count too, as far as the loop thread slept in the slice (after its first steps the
+        # new thread takes the GIL, which the loop thread then waits for).
+        slept = min(own["delay"], own["slept"])
         starved = next(c for c in b.causes if c.cause == "starved")
         assert starved.evidence.get("started_threads") == ["first-run"], str(b)
-        _near(starved.evidence["thread_start_delay"], slept, b)
+        got = starved.evidence["thread_start_delay"]
+        assert slept * (1 - TOL) - SLACK <= got <= own["off"] * (1 + TOL) + SLACK, (
+            f"{got * 1e3:.1f} ms vs {slept * 1e3:.1f}..{own['off'] * 1e3:.1f} ms\n{b}"
+        )
         assert "first-run, started in the slice" in str(b)
     # On ringloop the native sampler's signals wake the sleeping loop thread, which then waits
     # behind the hogs to run the handler: much of its sleep becomes its own wait for a CPU,

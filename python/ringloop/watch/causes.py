@@ -568,6 +568,15 @@ def breakdown(ev: Evidence) -> tuple[list[Cause], int | None]:
             known = ev.base.threads if ev.base is not None else None
             started = _started_since(known if known is not None else b.threads, ev, off)
             app_cpu = int(cpu * scale)
+        else:
+            # The baseline came too late to extrapolate from (a watchdog waiting for a CPU on
+            # a busy machine). A thread started in the slice still gives its wait, which needs
+            # no extrapolation; the loop thread may have slept through all of the slice that
+            # the readings do not show to be its CPU time or its own wait for a CPU.
+            known = ev.base.threads if ev.base is not None else b.threads
+            busy = max(0, e.sched[0] - b.sched[0]) + max(0, e.sched[1] - b.sched[1])
+            busy = max(0, busy - ev.signal_delay_ns)  # the sampler's signals: sleep, in truth
+            started = _started_since(known, ev, max(0, dur - gc_ns - busy))
     gil = _gil(ev)
     if gil is not None:
         # While another thread held the GIL the loop thread could not run its code anyway:
