@@ -84,7 +84,10 @@ class S3Server:
             config=Config(s3={"addressing_style": "path"}),
         )
 
-    def start(self, timeout: float = 30.0) -> S3Server:
+    def start(self, timeout: float = 180.0) -> S3Server:
+        """Start the server and wait until it answers (or exits). ``timeout`` only bounds a
+        server that never comes up: a niced one on a machine kept busy by others (two CPU
+        hogs, the test suite) took over 30 s to import moto."""
         cmd = [sys.executable, "-m", "moto.server", "-H", HOST, "-p", str(self.port)]
 
         def preexec() -> None:

@@ -109,6 +109,64 @@ def test_starvation_by_a_hog_on_the_loops_core(run):
         assert "waiting for a CPU" in str(b)
 
 
+def test_a_thread_started_in_the_slice_waits_for_a_cpu(run, request):
+    """``Thread.start`` waits until the new thread has run: on a busy CPU the loop thread then
+    sleeps through the new thread's wait for a CPU. That is the machine's time, not the
+    application's (the first ``asyncio.to_thread`` of a process starts its worker so)."""
+    if run.backend == "ringloop":
+        request.applymarker(
+            pytest.mark.xfail(
+                reason="not reliable yet (issue 23): with the native sampler (3.11), under "
+                "two more CPU hogs at the suite's nice 10, 1 of 3 full runs booked the loop "
+                "thread's 79 ms in start as its own wait, the started thread not found (cause "
+                "not known yet); asyncio and uvloop passed every run, and 3.14 (no native "
+                "sampler) too",
+                strict=False,
+            )
+        )
+    if os.geteuid() != 0:
+        pytest.skip("needs root to set a thread's scheduling policy back from SCHED_IDLE")
+    own = {}
+
+    async def main():
+        with sc.hogs_on_my_cpu(2):  # the new thread inherits the loop thread's CPU
+            for _ in range(20):  # until the loop thread sleeps well past the threshold
+                async with no_blocking(sc.THRESHOLD, action="log") as nb:
+                    await asyncio.sleep(0)
+                    off, slept, thread = sc.start_a_thread()
+                    await asyncio.sleep(0)
+                thread.done.set()
+                thread.join()
+                # On ringloop the sampler's signals turn the sleep into waits for a CPU.
+                slept_enough = run.backend == "ringloop" or slept > 2 * sc.THRESHOLD
+                if min(off, thread.delay) > 2 * sc.THRESHOLD and slept_enough:
+                    own.update(off=off, slept=slept, delay=thread.delay)
+                    return nb.blocks
+        pytest.fail("two hogs never kept a SCHED_IDLE thread from the loop's CPU for 20 ms")
+
+    b = _the_block(run(main), "starved")
+    # While the new thread waited for its first CPU, the loop thread slept or waited for a CPU
+    # too: the machine's time, all of it.
+    want = min(own["delay"], own["off"])
+    assert _share(b, "starved") >= want * (1 - TOL) - SLACK, f"{want}\n{b}"
+    if run.backend != "ringloop":
+        # The part it slept through is the new thread's, by name. Its later waits for a CPU
+        # count too, as far as the loop thread slept in the slice (after its first steps the
+        # new thread takes the GIL, which the loop thread then waits for).
+        slept = min(own["delay"], own["slept"])
+        starved = next(c for c in b.causes if c.cause == "starved")
+        assert starved.evidence.get("started_threads") == ["first-run"], str(b)
+        got = starved.evidence["thread_start_delay"]
+        assert slept * (1 - TOL) - SLACK <= got <= own["off"] * (1 + TOL) + SLACK, (
+            f"{got * 1e3:.1f} ms vs {slept * 1e3:.1f}..{own['off'] * 1e3:.1f} ms\n{b}"
+        )
+        assert "first-run, started in the slice" in str(b)
+    # On ringloop the native sampler's signals wake the sleeping loop thread, which then waits
+    # behind the hogs to run the handler: much of its sleep becomes its own wait for a CPU,
+    # and the part the sampler cannot tell from starvation (a thread still waiting from the
+    # previous signal) stays that.
+
+
 def test_a_block_the_machine_made_is_logged_not_raised(run):
     """A test must not fail because its machine was busy: a block that is the loop thread
     waiting for a CPU raises only in a scope that asks for it (``blame_machine``)."""
@@ -116,14 +174,14 @@ def test_a_block_the_machine_made_is_logged_not_raised(run):
 
     async def main():
         with sc.hogs_on_my_cpu(2):
-            for _ in range(100):  # until the two hogs stretch a 2 ms spin past the threshold
+            for _ in range(100):  # until the two hogs stretch a 5 ms spin past the threshold
                 default_raised, all_raised = [], []
                 try:
                     async with no_blocking(sc.THRESHOLD, blame_machine=True) as everything:
                         try:
                             async with no_blocking(sc.THRESHOLD):
                                 await asyncio.sleep(0)
-                                sc.spin_cpu(0.002)
+                                sc.spin_cpu(0.005)
                                 await asyncio.sleep(0)
                         except BlockingError as err:
                             default_raised = err.blocks
@@ -135,7 +193,7 @@ def test_a_block_the_machine_made_is_logged_not_raised(run):
                 if machine_made:
                     seen.update(machine=machine_made, default=default_raised, all=all_raised)
                     return
-        pytest.fail("two hogs on the loop's CPU never stretched a 2 ms spin past 10 ms")
+        pytest.fail("two hogs on the loop's CPU never stretched a 5 ms spin past 10 ms")
 
     run(main)
     b = seen["machine"][0]

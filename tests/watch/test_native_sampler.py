@@ -114,10 +114,13 @@ def test_metrics_histogram_counts_every_slice_on_ringloop():
 
 
 def _python_busy_loop(seconds: float) -> int:
+    """Run Python bytecode for `seconds` of this thread's CPU time: under load the thread gets
+    its CPU in bits, and each sample needs it on a CPU to run the signal handler (150 ms of
+    wall time gave a starved loop thread 10 ms of CPU and 4 samples)."""
     import time
 
-    n, end = 0, time.monotonic() + seconds
-    while time.monotonic() < end:  # LINE: busy
+    n, end = 0, time.thread_time() + seconds
+    while time.thread_time() < end:  # LINE: busy
         n += 1
     return n
 

@@ -206,6 +206,8 @@ class Snapshot:
     t_ns: int
     sched: tuple[int, int] | None  # the loop thread's (cpu, run delay)
     throttle: dict[str, tuple[int, int]]
+    # Kernel ids of the process's Python threads that had run by then (see `_started_since`).
+    threads: frozenset[int] | None = None
 
     @classmethod
     def take(cls, native_id: int | None) -> Snapshot:
@@ -223,7 +225,18 @@ class Snapshot:
             cpu = thread_cpu(native_id)
             if cpu is not None:
                 sched = (cpu, sched[1])
-        return cls(t_ns, sched, throttle)
+        return cls(t_ns, sched, throttle, python_threads())
+
+
+def python_threads() -> frozenset[int]:
+    """Kernel ids of the process's Python threads that have begun to run (a thread enters
+    ``threading._active`` from its own first steps; one still waiting for a CPU is not
+    there)."""
+    return frozenset(
+        t.native_id
+        for t in list(threading._active.values())  # noqa: SLF001 - no lock, no copy
+        if t.native_id is not None
+    )
 
 
 # -- CPU clocks of Python threads (the watchdog's cheap baseline) -----------------------------
@@ -414,7 +427,14 @@ class Cause:
             n = ev.get("periods", 0)
             return f"{ms} throttled by the cgroup's CPU quota ({n} period{'' if n == 1 else 's'})"
         if self.cause == "starved":
-            return f"{ms} waiting for a CPU"
+            started = ev.get("thread_start_delay")
+            if not started:
+                return f"{ms} waiting for a CPU"
+            names = ", ".join(ev.get("started_threads") or ()) or "a thread"
+            return (
+                f"{ms} waiting for a CPU ({started * 1000:.1f} ms of it for {names}, started in"
+                " the slice: the loop thread waited for it to run)"
+            )
         if self.cause == "gil":
             who = ev.get("thread") or "another thread"
             at = f" at {ev['at']}" if ev.get("at") else ""
@@ -465,6 +485,7 @@ def breakdown(ev: Evidence) -> tuple[list[Cause], int | None]:
             )
         )
     app_cpu: int | None = None
+    started: Cause | None = None
     b, e = ev.base, ev.end
     # The earliest reading inside the slice if it came early (a quarter of the slice at
     # most: the rest is extrapolated), else the latest from before it. One from before also
@@ -540,7 +561,22 @@ def breakdown(ev: Evidence) -> tuple[list[Cause], int | None]:
                         "starved", (delay - thr) * scale / 1e9, {"run_delay": (delay - thr) / 1e9}
                     )
                 )
+            # The time the loop thread was off its CPU and not waiting for one outside
+            # collections: it slept, or waited for a lock, an event, another thread (the run
+            # delay the sampler's signals caused is sleep too: it is out of `delay` already).
+            off = max(0, measured - cpu - delay) * scale
+            known = ev.base.threads if ev.base is not None else None
+            started = _started_since(known if known is not None else b.threads, ev, off)
             app_cpu = int(cpu * scale)
+        else:
+            # The baseline came too late to extrapolate from (a watchdog waiting for a CPU on
+            # a busy machine). A thread started in the slice still gives its wait, which needs
+            # no extrapolation; the loop thread may have slept through all of the slice that
+            # the readings do not show to be its CPU time or its own wait for a CPU.
+            known = ev.base.threads if ev.base is not None else b.threads
+            busy = max(0, e.sched[0] - b.sched[0]) + max(0, e.sched[1] - b.sched[1])
+            busy = max(0, busy - ev.signal_delay_ns)  # the sampler's signals: sleep, in truth
+            started = _started_since(known, ev, max(0, dur - gc_ns - busy))
     gil = _gil(ev)
     if gil is not None:
         # While another thread held the GIL the loop thread could not run its code anyway:
@@ -555,6 +591,14 @@ def breakdown(ev: Evidence) -> tuple[list[Cause], int | None]:
                 gil.seconds += moved
         causes = [c for c in causes if c.seconds > 0]
         causes.append(gil)
+    if started is not None:
+        # Not moved into a GIL wait above: the loop thread was not waiting for a CPU itself.
+        own = next((c for c in causes if c.cause == "starved"), None)
+        if own is None:
+            own = Cause("starved", 0.0, {"run_delay": 0.0})
+            causes.append(own)
+        own.seconds += started.seconds
+        own.evidence.update(started.evidence)
     # Never more than the slice: the measured causes overlap only by measurement error.
     total = sum(c.seconds for c in causes)
     if total * 1e9 > dur:
@@ -562,6 +606,40 @@ def breakdown(ev: Evidence) -> tuple[list[Cause], int | None]:
         for c in causes:
             c.seconds *= f
     return causes, app_cpu
+
+
+def _started_since(known: frozenset[int] | None, ev: Evidence, off_ns: float) -> Cause | None:
+    """The wait of the loop thread, in a slice, for threads that began to run in it, while
+    they waited for a CPU: ``threading.Thread.start`` returns only once the new thread has run
+    (it waits on an Event the thread sets), so the first ``asyncio.to_thread`` or executor job
+    that starts a worker waits for that worker to be scheduled — microseconds on an idle
+    machine, tens of ms under load. The loop thread is asleep meanwhile (no run delay of its
+    own), so without this the wait looked like the application's.
+
+    ``known``: the Python threads that had run by the baseline reading (the watchdog's, a
+    quarter of the threshold into the slice; a thread still waiting for its first CPU then is
+    not in it). Each thread that has run since gives its whole run delay (it began inside the
+    slice, or at most just before the baseline), capped by the time the loop thread was off its
+    CPU without waiting for one: a worker whose later work waited for a CPU while the loop
+    thread also slept elsewhere in the slice can take at most that sleep."""
+    if known is None or off_ns <= 0:
+        return None
+    delay, names = 0, []
+    for thread in list(threading._active.values()):  # noqa: SLF001 - no lock, no copy
+        tid = thread.native_id
+        if tid is None or tid in known:
+            continue
+        ss = schedstat(tid)
+        if ss is None or ss[1] <= 0:
+            continue
+        delay += ss[1]
+        names.append(thread.name)
+    wait = min(delay, off_ns)
+    if wait < 50_000:  # 0.05 ms: below what the readings resolve
+        return None
+    return Cause(
+        "starved", wait / 1e9, {"thread_start_delay": wait / 1e9, "started_threads": names}
+    )
 
 
 def _after_collection(thread_ident: int, b: Snapshot) -> Snapshot:
@@ -572,7 +650,7 @@ def _after_collection(thread_ident: int, b: Snapshot) -> Snapshot:
     the callback took at the collection's end can: the same clocks, on the loop thread."""
     for ident, s, e, _, _, _, _, stop_cpu, stop_delay in list(_gc_events):
         if ident == thread_ident and s < b.t_ns < e and stop_cpu >= 0 and stop_delay >= 0:
-            return Snapshot(e, (stop_cpu, stop_delay), b.throttle)
+            return Snapshot(e, (stop_cpu, stop_delay), b.throttle, b.threads)
     return b
 
 
@@ -605,7 +683,6 @@ def _gil(ev: Evidence) -> Cause | None:
             # thread that started and ended inside the window is not seen either; the process's
             # CPU clock cannot tell it from native threads such as ringloop's sampler.)
             continue
-        waited = max(0, span - loop_cpu)
         waited = max(0, span - loop_cpu)
         wait += waited
         holders[best] = holders.get(best, 0) + waited

@@ -179,7 +179,13 @@ class Watchdog:
             st.cpu_at_arm_ns = _read_cpu(st.cpu_clock)
             st.next_sample_ns = now
         # The slice is suspicious now: the OS counters' baseline (see causes.py).
-        st.base = (seq, Snapshot.take(st.native_id))
+        snap = Snapshot.take(st.native_id)
+        before = st.clocks
+        if before is not None and before.t_ns <= st.start_ns:
+            # The Python threads that had run before the slice began, from the previous wake:
+            # one the slice started (and that ran before this arm) is then still new.
+            snap.threads = frozenset(before.others) | {st.native_id, self.native_id}
+        st.base = (seq, snap)
         armed[st.thread_id] = st.native_id
 
     def _sample(self, st: SliceState, seq: int) -> None:
