@@ -510,6 +510,10 @@ def breakdown(ev: Evidence) -> tuple[list[Cause], int | None]:
         window = end - lo
         gc_w, _, _, _, gc_delay_read, gc_cpu_read = _gc_sum(ev.loop_ident, lo, end)
         measured = window - gc_w
+        # The threads that had run by the watchdog's baseline (see `_started_since`), else by
+        # the reading in use.
+        base_threads = ev.base.threads if ev.base is not None else None
+        known = base_threads if base_threads is not None else b.threads
         if measured > 0 and measured * 4 >= dur - gc_ns:
             # Extrapolate over the slice's head when the baseline came after the start (see
             # the module docs); one taken before it covers the slice whole.
@@ -565,15 +569,13 @@ def breakdown(ev: Evidence) -> tuple[list[Cause], int | None]:
             # collections: it slept, or waited for a lock, an event, another thread (the run
             # delay the sampler's signals caused is sleep too: it is out of `delay` already).
             off = max(0, measured - cpu - delay) * scale
-            known = ev.base.threads if ev.base is not None else None
-            started = _started_since(known if known is not None else b.threads, ev, off)
+            started = _started_since(known, ev, off)
             app_cpu = int(cpu * scale)
         else:
             # The baseline came too late to extrapolate from (a watchdog waiting for a CPU on
             # a busy machine). A thread started in the slice still gives its wait, which needs
             # no extrapolation; the loop thread may have slept through all of the slice that
             # the readings do not show to be its CPU time or its own wait for a CPU.
-            known = ev.base.threads if ev.base is not None else b.threads
             busy = max(0, e.sched[0] - b.sched[0]) + max(0, e.sched[1] - b.sched[1])
             busy = max(0, busy - ev.signal_delay_ns)  # the sampler's signals: sleep, in truth
             started = _started_since(known, ev, max(0, dur - gc_ns - busy))
