@@ -378,6 +378,54 @@ def test_gc_and_a_wait_in_one_slice(run):
     assert any(c.cause in ("wait", "sleep") and c.application for c in b.causes), str(b)
 
 
+def test_a_wait_before_a_collection_read_late_is_still_a_wait(run, monkeypatch):
+    """The watchdog's baseline comes only after the wait (here: made to, by a slow reading; on a
+    busy machine: for want of a CPU). The application's CPU then cannot be read from the
+    baseline on, and the sampler's share over the slice is mostly the collection's CPU (in
+    stop 28's CI an 80 ms sleep came out as `cpu`). ringloop's native sampler covers the slice
+    from its arm point whatever the watchdog does: with the collection taken out, the sleep
+    is a wait. A Python watchdog that ran late took its first sample late too: nothing saw the
+    sleep, and `unknown` is the truth; `cpu` never is."""
+    import threading
+
+    from ringloop.watch import causes
+
+    take = causes.Snapshot.take.__func__
+    late = threading.Event()
+
+    def slow_take(cls, native_id):
+        if late.is_set() and threading.current_thread() is not threading.main_thread():
+            time.sleep(0.09)
+        return take(cls, native_id)
+
+    monkeypatch.setattr(causes.Snapshot, "take", classmethod(slow_take))
+    own = {}
+
+    async def main():
+        with sc.gc_off():
+            graph = sc.cycles()
+        await asyncio.sleep(0)
+        async with no_blocking(sc.THRESHOLD, action="log") as nb:
+            await asyncio.sleep(0)
+            late.set()
+            t0 = time.monotonic()
+            time.sleep(0.08)  # BLOCKS-wait
+            own["wait"] = time.monotonic() - t0
+            with sc.GcTimer() as t:
+                del graph[:]
+                gc.collect()
+            own["gc"] = t.ns / 1e9
+            await asyncio.sleep(0)
+            late.clear()
+        return nb.blocks
+
+    b = _the_block(run(main), "gc")
+    _near(_share(b, "gc"), own["gc"], b)
+    app = [c for c in b.causes if c.application]
+    kinds = ("wait", "sleep") if run.backend == "ringloop" else ("wait", "sleep", "unknown")
+    assert app and all(c.cause in kinds for c in app), str(b)
+
+
 def test_starvation_and_gc_in_one_slice(run):
     own = {}
 

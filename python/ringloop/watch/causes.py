@@ -366,11 +366,11 @@ def gc_watch(on: bool) -> None:
 def gc_in(thread_ident: int, lo: int, hi: int) -> tuple[int, int, int, int]:
     """(ns, collections, highest generation, objects collected) of the collections run by
     thread ``thread_ident`` inside ``[lo, hi]``."""
-    ns, n, gen, collected, _, _ = _gc_sum(thread_ident, lo, hi)
+    ns, n, gen, collected, _, _ = gc_sum(thread_ident, lo, hi)
     return ns, n, gen, collected
 
 
-def _gc_sum(
+def gc_sum(
     thread_ident: int, lo: int, hi: int
 ) -> tuple[int, int, int, int, int | None, int | None]:
     """`gc_in`, and the collections' run delay and CPU time in the window (None: not read)."""
@@ -508,7 +508,7 @@ def breakdown(ev: Evidence) -> tuple[list[Cause], int | None]:
     if b is not None and e is not None and b.sched is not None and e.sched is not None:
         lo = max(b.t_ns, start)
         window = end - lo
-        gc_w, _, _, _, gc_delay_read, gc_cpu_read = _gc_sum(ev.loop_ident, lo, end)
+        gc_w, _, _, _, gc_delay_read, gc_cpu_read = gc_sum(ev.loop_ident, lo, end)
         measured = window - gc_w
         # The threads that had run by the watchdog's baseline (see `_started_since`), else by
         # the reading in use.

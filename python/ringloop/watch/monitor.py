@@ -228,7 +228,8 @@ class LoopMonitor:
             st.record_long(duration)
         samples, arm_wall, cpu0, share = st.take_samples(seq)
         cpu = self._cpu_fraction(share, arm_wall, cpu0, cpu_end, end_ns)
-        self._dispatch(handle, start_ns, end_ns, task, io, samples, cpu, False)
+        window = (arm_wall or start_ns, share is not None or isinstance(st.cpu_clock, tuple))
+        self._dispatch(handle, start_ns, end_ns, task, io, samples, cpu, False, window=window)
 
     def in_progress(self, consumer: Consumer, now_ns: int) -> None:
         """A scope ends inside a running slice: judge the part of the slice seen so far."""
@@ -251,7 +252,8 @@ class LoopMonitor:
         io = list(st.io_events) if st.io_seq == st.seq else []
         cpu = self._cpu_fraction(share, arm_wall, cpu0, cpu_end, now_ns)
         self._evidence = self._gather(start, now_ns, st.seq)
-        self._dispatch(handle, start, now_ns, task, io, samples, cpu, True, consumer)
+        window = (arm_wall or start, share is not None or isinstance(st.cpu_clock, tuple))
+        self._dispatch(handle, start, now_ns, task, io, samples, cpu, True, consumer, window=window)
 
     def _cpu_fraction(
         self, share: float | None, arm_wall: int, cpu0: int | None, cpu_end: int | None, end_ns: int
@@ -287,6 +289,7 @@ class LoopMonitor:
         cpu_fraction: float | None,
         in_progress: bool,
         only: Consumer | None = None,
+        window: tuple[int, bool] | None = None,
     ) -> None:
         consumers = [only] if only is not None else list(self.consumers)
         base: Block | None = None
@@ -308,7 +311,9 @@ class LoopMonitor:
             if not c.samples(task if task is not None else callback):
                 continue
             if base is None:
-                base = self._build(handle, task, start_ns, end_ns, io, samples, cpu_fraction)
+                base = self._build(
+                    handle, task, start_ns, end_ns, io, samples, cpu_fraction, window
+                )
                 base.in_progress = in_progress
             block = _for_consumer(base, c, dur, lo, c_io, slow, handle)
             if not self.blocks_seen or notified is not base:
@@ -319,7 +324,9 @@ class LoopMonitor:
             self.blocks_seen += 1
             _safe(c.deliver, block)
 
-    def _build(self, handle, task, start_ns, end_ns, io, samples, cpu_fraction) -> Block:
+    def _build(
+        self, handle, task, start_ns, end_ns, io, samples, cpu_fraction, window=None
+    ) -> Block:
         b = Block(
             duration=(end_ns - start_ns) / 1e9,
             threshold=0.0,
@@ -362,10 +369,17 @@ class LoopMonitor:
             ev = causes.Evidence(start_ns, end_ns, self.thread_id)
         found, app_cpu = causes.breakdown(ev)
         app_ns = (end_ns - start_ns) - int(sum(c.seconds for c in found) * 1e9)
-        app_frac = None
+        app_frac, whole = None, cpu_fraction
         if app_cpu is not None and app_ns > 0:
             app_frac = min(1.0, app_cpu / app_ns)
-        app_kind = _kind(b, samples, end_ns - start_ns, self.state.arm_ns, app_frac)
+        elif cpu_fraction is not None and any(c.cause == "gc" for c in found):
+            # No baseline to take the collections' CPU out of (the watchdog read it late):
+            # take them out of the sampler's share instead, or say nothing; the share over
+            # the slice is mostly the collection's, and made an 80 ms sleep before it `cpu`.
+            whole = None
+            if window is not None:
+                app_frac = _outside_gc(cpu_fraction, window, start_ns, end_ns, self.thread_id)
+        app_kind = _kind(b, samples, end_ns - start_ns, self.state.arm_ns, app_frac, whole)
         for c in found:
             if c.cause == "gil":
                 _holder_stack(c)
@@ -412,15 +426,44 @@ def _frames_of(frame: Any) -> list:
     return out
 
 
+def _outside_gc(
+    share: float, window: tuple[int, bool], start_ns: int, end_ns: int, thread_ident: int
+) -> float | None:
+    """The sampler's CPU share over ``[window start, end_ns]`` with the loop thread's
+    collections in that window taken out: the application's own share in the slice
+    ``[start_ns, end_ns]``. None where the window saw under a quarter of the application's time
+    (a Python watchdog that armed only after a sleep: the loop thread's CPU clock at the slice's
+    start is never read, so nothing tells the sleep from a spin). ``window[1]``: the share
+    counts the time the thread waited for a CPU (the native sampler's, a schedstat busy
+    clock's), in which a collection wanted one throughout and counts whole; else only its CPU
+    time counts (a bare CPU clock's)."""
+    lo, counts_waits = window
+    lo = max(lo, start_ns)
+    wall = end_ns - lo
+    gc_w, _, _, _, _, gc_cpu = causes.gc_sum(thread_ident, lo, end_ns)
+    rest = wall - gc_w
+    app_ns = end_ns - start_ns - causes.gc_in(thread_ident, start_ns, end_ns)[0]
+    if rest <= 0 or rest * 4 < app_ns:
+        return None
+    spent = gc_w if counts_waits or gc_cpu is None else min(gc_w, gc_cpu)
+    return max(0.0, min(1.0, (share * wall - spent) / rest))
+
+
 def _kind(
-    b: Block, samples: list, duration_ns: int, arm_ns: int, app_frac: float | None = None
+    b: Block,
+    samples: list,
+    duration_ns: int,
+    arm_ns: int,
+    app_frac: float | None,
+    whole: float | None,
 ) -> str:
-    """The kind of the application's own time: the I/O its line did, else `cpu` or `wait`."""
+    """The kind of the application's own time: the I/O its line did, else `cpu` or `wait`.
+    ``whole``: the sampler's CPU share over the slice, where no collection is in it."""
     # The application's own CPU fraction (the other causes' time taken out) tells a wait from
     # a spin in a slice that also held a collection; but its baseline can be read late, and a
-    # 60 ms sleep then came out at 0.35. The sampler's fraction over the whole slice is never
-    # above the truth for a wait, so the lower of the two decides.
-    fracs = [f for f in (app_frac, b.cpu_fraction) if f is not None]
+    # 60 ms sleep then came out at 0.35. The sampler's fraction over a slice without a
+    # collection is never above the truth for a wait, so the lower of the two decides.
+    fracs = [f for f in (app_frac, whole) if f is not None]
     b_frac = min(fracs) if fracs else None
     if b.io_events:
         io_kind = Counter(e.kind for e in b.io_events).most_common(1)[0][0]
