@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 import uuid
 
@@ -107,6 +108,50 @@ def test_starvation_by_a_hog_on_the_loops_core(run):
     if own["delay"] > own["cpu"] * 1.5:  # two hogs: the loop thread got a third of its CPU
         assert b.kind == "starved", str(b)
         assert "waiting for a CPU" in str(b)
+
+
+def test_starvation_while_the_watchdog_could_not_run(run, monkeypatch):
+    """On a busy machine the watchdog may itself wait for a CPU through a whole slice: no
+    baseline at the arm point, no sample. Once it has woken late it reads the counters at each
+    wake, and its last reading before the slice frames it (on uvloop a 13 ms wait for a CPU was
+    booked as the application's, unseen). Here the watchdog is held in its visit of the loop
+    for the slice, as if it had no CPU, after a late wake."""
+    from ringloop.watch import watchdog
+
+    wd = watchdog.get_watchdog()
+    held, release = threading.Event(), threading.Event()
+    visit = watchdog.Watchdog._visit
+
+    def stuck_visit(self, st, now):
+        if held.is_set():
+            release.wait(30)
+        return visit(self, st, now)
+
+    monkeypatch.setattr(watchdog.Watchdog, "_visit", stuck_visit)
+    own = {}
+
+    async def main():
+        async with no_blocking(sc.THRESHOLD, action="log") as nb:
+            with sc.hogs_on_my_cpu(2):
+                wd.busy_until = 1 << 62  # it woke late before: readings at each wake
+                await asyncio.sleep(0.02)  # a few of them, the last just before the slice
+                held.set()
+                c0, d0 = sc.schedstat()
+                sc.spin_cpu(0.03)  # BLOCKS-starved
+                c1, d1 = sc.schedstat()
+                own.update(cpu=(c1 - c0) / 1e9, delay=(d1 - d0) / 1e9)
+                await asyncio.sleep(0)
+                held.clear()
+                release.set()
+        return nb.blocks
+
+    try:
+        blocks = run(main)
+    finally:
+        wd.busy_until = 0
+        release.set()
+    b = _the_block(blocks, "starved")
+    _near(_share(b, "starved"), own["delay"], b)
 
 
 def test_a_thread_started_in_the_slice_waits_for_a_cpu(run, request):
@@ -379,26 +424,25 @@ def test_gc_and_a_wait_in_one_slice(run):
 
 
 def test_a_wait_before_a_collection_read_late_is_still_a_wait(run, monkeypatch):
-    """The watchdog's baseline comes only after the wait (here: made to, by a slow reading; on a
-    busy machine: for want of a CPU). The application's CPU then cannot be read from the
-    baseline on, and the sampler's share over the slice is mostly the collection's CPU (in
-    stop 28's CI an 80 ms sleep came out as `cpu`). ringloop's native sampler covers the slice
-    from its arm point whatever the watchdog does: with the collection taken out, the sleep
-    is a wait. A Python watchdog that ran late took its first sample late too: nothing saw the
-    sleep, and `unknown` is the truth; `cpu` never is."""
-    import threading
+    """The watchdog arms only after the wait (here: made to; on a busy machine: for want of a
+    CPU). The application's CPU then cannot be read from its baseline on, and the sampler's
+    share over the slice is mostly the collection's CPU (in stop 28's CI an 80 ms sleep came
+    out as `cpu`). ringloop's native sampler covers the slice from its own arm point whatever
+    the watchdog does: with the collection taken out, the sleep is a wait. A Python watchdog
+    that armed late took its first sample late too: nothing saw the sleep, and `unknown` is
+    the truth; `cpu` never is."""
+    from ringloop.watch import watchdog
 
-    from ringloop.watch import causes
-
-    take = causes.Snapshot.take.__func__
+    arm = watchdog.Watchdog._arm
     late = threading.Event()
 
-    def slow_take(cls, native_id):
-        if late.is_set() and threading.current_thread() is not threading.main_thread():
+    def late_arm(self, st, seq, now):
+        if late.is_set():
             time.sleep(0.09)
-        return take(cls, native_id)
+            now = time.monotonic_ns()
+        return arm(self, st, seq, now)
 
-    monkeypatch.setattr(causes.Snapshot, "take", classmethod(slow_take))
+    monkeypatch.setattr(watchdog.Watchdog, "_arm", late_arm)
     own = {}
 
     async def main():

@@ -463,8 +463,9 @@ class Evidence:
     loop_ident: int
     base: Snapshot | None = None  # at the arm point
     end: Snapshot | None = None
-    # Under a CPU quota: at the watchdog's last wake, which may come before the slice (the
-    # watchdog is throttled with the group, so it cannot be relied on to arm in time).
+    # At the watchdog's last wakes, which may come before the slice, under a CPU quota or on
+    # a busy machine (the watchdog, throttled with the group or waiting for a CPU itself,
+    # cannot be relied on to arm in time).
     pre: list[Snapshot] = field(default_factory=list)
     max_gap_ns: int = 0
     signal_delay_ns: int = 0  # run delay caused by the native sampler's signals
@@ -490,7 +491,7 @@ def breakdown(ev: Evidence) -> tuple[list[Cause], int | None]:
     # The earliest reading inside the slice if it came early (a quarter of the slice at
     # most: the rest is extrapolated), else the latest from before it. One from before also
     # counts what happened between it and the slice (the loop thread waking for the slice),
-    # so it is only the fallback, under a CPU quota, when the watchdog ran late.
+    # so it is only the fallback when the watchdog ran late.
     usable = [p for p in ev.pre if p.sched is not None and start - ev.max_gap_ns <= p.t_ns < end]
     if b is not None and b.sched is not None:
         usable.append(b)

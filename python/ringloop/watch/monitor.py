@@ -196,8 +196,11 @@ class LoopMonitor:
                 st.base = None
             ev.end = end if end is not None else causes.Snapshot.take(st.native_id)
             # Under a quota the watchdog may itself be throttled for up to a period (100 ms by
-            # default) before the slice began: a reading that old still frames it.
-            ev.pre, ev.max_gap_ns = list(st.pre), st.arm_ns + 100_000_000
+            # default) before the slice began: a reading that old still frames it. Else the
+            # watchdog's last wake before the slice, if it came within its usual distance (the
+            # run delay between it and the slice's start counts as the slice's).
+            gap = 100_000_000 if causes.under_quota() else st.idle_ns + 10_000_000
+            ev.pre, ev.max_gap_ns = list(st.pre), st.arm_ns + gap
             ev.signal_delay_ns, st.signal_delay_ns = st.signal_delay_ns, 0
             ev.gil = [w for w in st.gil_windows if w.after.t_ns > start_ns]
             st.gil_windows = []

@@ -100,7 +100,7 @@ class SliceState:
         self.clocks = None  # causes.Clocks at the watchdog's last wake
         self.gil_windows: list = []  # causes.GilWindow: late wakes of the watchdog
         self.signal_delay_ns = 0  # run delay the native sampler's signals caused (ringloop)
-        self.pre: list = []  # causes.Snapshot at the watchdog's last wakes, under a CPU quota only
+        self.pre: list = []  # causes.Snapshot at the watchdog's last wakes (quota, busy machine)
 
     def in_slice(self) -> bool:
         return self.start_ns != 0

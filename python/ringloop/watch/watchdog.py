@@ -35,6 +35,7 @@ except ImportError:  # pragma: no cover - the watch without ringloop's native mo
 
 _MAX_SAMPLES_BEFORE_BACKOFF = 64
 _IDLE_POLL_NS = 50_000_000  # when nothing is armed, never sleep longer than this
+_BUSY_HOLD_NS = 1_000_000_000  # after a late wake, read the counters at each wake this long
 
 
 def _cpu_clock(thread_id: int) -> int | tuple[str, int] | None:
@@ -79,6 +80,7 @@ class Watchdog:
         # planned means the GIL was held (see causes.py).
         self.due_ns = 0
         self.woke_ns = 0
+        self.busy_until = 0  # monotonic ns: take `pre` readings at each wake until then
         self.set_ns = 0
         self.ident = 0
         self.native_id = 0
@@ -119,6 +121,7 @@ class Watchdog:
             states = self._states
             now = self.woke_ns = mono()
             if self.due_ns and now - self.due_ns >= _LATE_NS:
+                self.busy_until = now + _BUSY_HOLD_NS
                 for st in states:
                     self._late(st)
             wake_at = now + _IDLE_POLL_NS
@@ -126,12 +129,16 @@ class Watchdog:
                 wake_at = min(wake_at, self._visit(st, now))
             wake_at = max(wake_at, mono() + 200_000)
             self.due_ns = wake_at  # before the clocks: a window never starts before its baseline
-            quota = under_quota()
+            # Readings at every wake (see causes.Evidence.pre) under a CPU quota, and for a
+            # while after this thread woke late: on a busy machine it may not get a CPU to arm
+            # the next slice in time, and then only a reading from before frames the slice.
+            # Not on an idle machine's wakes: those read no /proc.
+            pre = under_quota() or now < self.busy_until
             for st in states:
                 # The baseline of a GIL wait that may begin before the next wake (cheap:
                 # thread CPU clocks, no /proc).
                 st.clocks = Clocks.take(st.native_id, self.native_id)
-                if quota:  # see causes.Evidence.pre
+                if pre:
                     st.pre = [*st.pre[-3:], Snapshot.take(st.native_id)]
             if self._wake.wait((wake_at - mono()) / 1e9):
                 self._wake.clear()

@@ -139,6 +139,10 @@ class NativeBackend:
             st.sample_seq = seq
             st.samples = samples
             st.run_share = sum(states) / len(states) if states else None
+            if states:
+                # The share's window: from the first native sample, not from the Python
+                # watchdog's arming (which may come late: it needs a CPU and the GIL).
+                st.arm_wall_ns = min(t for t, _, running in native if running is not None)
 
     def io_noted(self) -> None:
         self.loop.call_soon(self._flush, self.state.seq, _current_task(self.loop))
