@@ -1,7 +1,8 @@
 """Instructions per HTTPS request and per full TLS handshake, counted by callgrind.
 
 The HTTPS suite's CPU figures move with the machine's load; instruction counts do not. For
-each TLS server of ``https_suite`` (ringloop, granian; uvicorn with ``--subjects``) and each
+each TLS server of ``https_suite`` (ringloop, granian; uvicorn or the TLS floor ``rust-floor`` with
+``--subjects``) and each
 key kind (RSA-2048, ECDSA P-256) this runs the server under callgrind three times:
 
   0. started, one TLS readiness request, stopped (the baseline);

@@ -1,8 +1,11 @@
 """The HTTPS rows of the HTTP suite: TLS servers side by side, server CPU µs per request.
 
 Subjects: ``ringloop serve`` (TLS in Rust: rustls, ``src/tls/``), granian (rustls too),
-uvicorn (the stdlib's ``ssl``, OpenSSL) and nginx (OpenSSL) as the reference, each one
-worker pinned to CPU 0, serving the ASGI plaintext app (nginx: its ``return 200``). The load
+uvicorn (the stdlib's ``ssl``, OpenSSL), and two references: nginx (OpenSSL) and the TLS floor
+``rust-floor`` (``benchmarks/tls_floor/``: a canned responder on one thread and epoll with
+ringloop's rustls and aws-lc configuration, the least a server on that TLS stack can spend;
+built here with cargo on first use). Each runs one worker pinned to CPU 0, serving the ASGI
+plaintext app (nginx: its ``return 200``; the floor: the same response, canned). The load
 runs on CPU 1. Scenarios, each with an RSA-2048 and an ECDSA P-256 certificate:
 
 - ``keep-alive``: wrk over TLS, 64 connections, one request after another on each;
@@ -13,16 +16,20 @@ runs on CPU 1. Scenarios, each with an RSA-2048 and an ECDSA P-256 certificate:
 
 The figure is server CPU (its whole process tree, from /proc) over the run divided by the
 requests served; req/s and wrk's p99 are beside it. Rounds alternate the servers; the median
-round is kept. ``--quick``: one round, 3 s each.
+round is kept. ``--quick``: one round, 3 s each. ``--name``: the JSON's name in ``results/``
+(``https.json``).
 
-    .venv/bin/python benchmarks/run.py https [--quick]
+    .venv/bin/python benchmarks/run.py https [--quick] [-- --name NAME.json]
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
+import os
 import re
+import shutil
 import socket
 import ssl
 import subprocess
@@ -35,9 +42,11 @@ import harness
 import http_peers
 
 SERVER_CPU, LOAD_CPU = 0, 1
-SUBJECTS = ("ringloop-asgi", "granian-asgi", "uvicorn", "nginx")
+FLOOR = "rust-floor"
+SUBJECTS = ("ringloop-asgi", "granian-asgi", "uvicorn", "nginx", FLOOR)
 KEYS = ("rsa", "ecdsa")
 RESULTS = harness.BENCH_DIR / "results" / "https.json"
+FLOOR_DIR = harness.BENCH_DIR / "tls_floor"
 
 NGINX_CONF = """daemon off;
 master_process off;
@@ -97,6 +106,40 @@ def make_keys(work: Path) -> dict[str, tuple[Path, Path]]:
     return out
 
 
+def _cargo() -> str | None:
+    found = shutil.which("cargo")
+    home = Path.home() / ".cargo" / "bin" / "cargo"
+    return found or (str(home) if home.exists() else None)
+
+
+@functools.cache
+def build_floor() -> Path:
+    """The TLS floor's binary, ``cargo build --release`` in ``benchmarks/tls_floor`` (a no-op
+    when it is up to date; the first build compiles aws-lc's C: minutes). Offline first, from
+    the registry cache ringloop's own build filled; crates.io if a crate is missing. Raises
+    ``harness.ServerFailed`` with cargo's last line."""
+    cargo = _cargo()
+    if cargo is None:
+        raise harness.ServerFailed("rust-floor: no cargo on PATH or in ~/.cargo/bin to build it")
+    base = [cargo, "build", "--release", "--locked", "--quiet"]
+    proc = None
+    for extra in (["--offline"], []):
+        proc = subprocess.run(
+            [*base, *extra],
+            cwd=FLOOR_DIR,
+            capture_output=True,
+            text=True,
+            timeout=1800,
+            env={**os.environ, "CARGO_TARGET_DIR": str(FLOOR_DIR / "target")},
+        )
+        if proc.returncode == 0:
+            return FLOOR_DIR / "target" / "release" / "tls_floor"
+    assert proc is not None
+    raise harness.ServerFailed(
+        f"rust-floor: cargo build failed: {harness.last_line(proc.stderr, '(no output)')}"
+    )
+
+
 def command(subject: str, port: int, cert: Path, key: Path, work: Path) -> list[str]:
     if subject == "ringloop-asgi":
         cmd = http_peers._ringloop("asgi")("hello", port, work)
@@ -121,6 +164,8 @@ def command(subject: str, port: int, cert: Path, key: Path, work: Path) -> list[
             "-e",
             "stderr",
         ]
+    if subject == FLOOR:
+        return [str(build_floor()), str(cert), str(key), str(port)]
     raise ValueError(subject)
 
 
@@ -211,12 +256,20 @@ def main(argv: list[str]) -> int:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--seconds", type=float, default=5.0)
     p.add_argument("--subjects", nargs="*", default=list(SUBJECTS))
+    p.add_argument("--name", default=RESULTS.name, help="the JSON's file name in results/")
     args = p.parse_args(argv)
     rounds, seconds = (1, 3.0) if args.quick else (args.rounds, args.seconds)
     wrk, why = harness.ensure_wrk()
     if wrk is None:
         print(f"https: {why}")
         return 1
+    if FLOOR in args.subjects:
+        print(f"  {FLOOR}: cargo build --release in {FLOOR_DIR}", flush=True)
+        try:
+            build_floor()
+        except harness.ServerFailed as exc:
+            print(f"  {exc}: left out")
+            args.subjects.remove(FLOOR)
     runs: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
@@ -251,7 +304,7 @@ def main(argv: list[str]) -> int:
                         srv.stop()
     table = summarise(runs)
     print(render(table))
-    RESULTS.write_text(
+    (RESULTS.parent / args.name).write_text(
         json.dumps(
             {
                 "machine": harness.machine_info(),
