@@ -487,6 +487,8 @@ def breakdown(ev: Evidence) -> tuple[list[Cause], int | None]:
         )
     app_cpu: int | None = None
     started: Cause | None = None
+    gil = _gil(ev)
+    held = gil.evidence.pop("_held_waits", {}) if gil is not None else {}
     b, e = ev.base, ev.end
     # The earliest reading inside the slice if it came early (a quarter of the slice at
     # most: the rest is extrapolated), else the latest from before it. One from before also
@@ -570,7 +572,7 @@ def breakdown(ev: Evidence) -> tuple[list[Cause], int | None]:
             # collections: it slept, or waited for a lock, an event, another thread (the run
             # delay the sampler's signals caused is sleep too: it is out of `delay` already).
             off = max(0, measured - cpu - delay) * scale
-            started = _started_since(known, ev, off)
+            started = _started_since(known, ev, off, held)
             app_cpu = int(cpu * scale)
         else:
             # The baseline came too late to extrapolate from (a watchdog waiting for a CPU on
@@ -579,8 +581,7 @@ def breakdown(ev: Evidence) -> tuple[list[Cause], int | None]:
             # the readings do not show to be its CPU time or its own wait for a CPU.
             busy = max(0, e.sched[0] - b.sched[0]) + max(0, e.sched[1] - b.sched[1])
             busy = max(0, busy - ev.signal_delay_ns)  # the sampler's signals: sleep, in truth
-            started = _started_since(known, ev, max(0, dur - gc_ns - busy))
-    gil = _gil(ev)
+            started = _started_since(known, ev, max(0, dur - gc_ns - busy), held)
     if gil is not None:
         # While another thread held the GIL the loop thread could not run its code anyway:
         # its wait for a CPU then (it wakes every switch interval to ask for the GIL) is part
@@ -611,7 +612,9 @@ def breakdown(ev: Evidence) -> tuple[list[Cause], int | None]:
     return causes, app_cpu
 
 
-def _started_since(known: frozenset[int] | None, ev: Evidence, off_ns: float) -> Cause | None:
+def _started_since(
+    known: frozenset[int] | None, ev: Evidence, off_ns: float, held: dict[int, int]
+) -> Cause | None:
     """The wait of the loop thread, in a slice, for threads that began to run in it, while
     they waited for a CPU: ``threading.Thread.start`` returns only once the new thread has run
     (it waits on an Event the thread sets), so the first ``asyncio.to_thread`` or executor job
@@ -624,7 +627,9 @@ def _started_since(known: frozenset[int] | None, ev: Evidence, off_ns: float) ->
     not in it). Each thread that has run since gives its whole run delay (it began inside the
     slice, or at most just before the baseline), capped by the time the loop thread was off its
     CPU without waiting for one: a worker whose later work waited for a CPU while the loop
-    thread also slept elsewhere in the slice can take at most that sleep."""
+    thread also slept elsewhere in the slice can take at most that sleep. ``held``: per thread,
+    its waits for a CPU while it held the GIL the loop thread waited for (`_gil`): the GIL
+    wait's, not a start's."""
     if known is None or off_ns <= 0:
         return None
     delay, names = 0, []
@@ -635,7 +640,7 @@ def _started_since(known: frozenset[int] | None, ev: Evidence, off_ns: float) ->
         ss = schedstat(tid)
         if ss is None or ss[1] <= 0:
             continue
-        delay += ss[1]
+        delay += max(0, ss[1] - held.get(tid, 0))
         names.append(thread.name)
     wait = min(delay, off_ns)
     if wait < 50_000:  # 0.05 ms: below what the readings resolve
@@ -664,6 +669,7 @@ def _gil(ev: Evidence) -> Cause | None:
     """The loop thread's wait for a GIL another thread held, from the watchdog's late wakes."""
     wait = 0
     holders: dict[int, int] = {}
+    held: dict[int, int] = {}
     for w in ev.gil:
         lo, hi = max(w.due_ns, ev.start_ns), min(w.after.t_ns, ev.end_ns)
         span = hi - lo
@@ -689,6 +695,8 @@ def _gil(ev: Evidence) -> Cause | None:
         waited = max(0, span - loop_cpu)
         wait += waited
         holders[best] = holders.get(best, 0) + waited
+        # What of it the holder spent waiting for a CPU itself (its clock ran for the rest).
+        held[best] = held.get(best, 0) + max(0, waited - best_cpu * span // whole)
     if wait < _MIN_GIL_NS:
         return None
     holder = max(holders, key=holders.__getitem__)
@@ -699,4 +707,5 @@ def _gil(ev: Evidence) -> Cause | None:
     }
     if ident is not None:
         evidence["ident"] = ident
+    evidence["_held_waits"] = held  # for `breakdown`, which takes it out
     return Cause("gil", wait / 1e9, evidence)
