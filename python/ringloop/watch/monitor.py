@@ -130,21 +130,30 @@ class LoopMonitor:
 
     # -- slices --------------------------------------------------------------------------
     def end_readings(
-        self, duration_ns: int, at_end: tuple[int, int, int] | None = None
+        self,
+        duration_ns: int,
+        at_end: tuple[int, int, int] | None = None,
+        seq: int | None = None,
     ) -> tuple[int | None, causes.Snapshot | None]:
         """The loop thread's busy clock and, for a block, the OS counters, read as the slice
         ends: a backend that has work of its own to do first (turning 256 native samples into
         frames took 10 ms) reads them before it and hands them to `slice_ended`. ``at_end``:
         the loop thread's (time, CPU clock, run delay) the dispatcher read at the slice's very
-        end (ringloop's `_slice_end_readings`), used in place of reading them now."""
-        if at_end is not None and isinstance(self.state.cpu_clock, tuple):
-            cpu_end: int | None = at_end[1] + at_end[2]  # the busy clock: on a CPU + waiting
-        else:
-            cpu_end = read_busy_ns(self.state.cpu_clock)
-        snap = None
+        end (ringloop's `_slice_end_readings`), used in place of reading them now. ``seq``:
+        the slice, when it is not the latest one."""
+        st = self.state
         # Slices between the histogram's floor (1 ms) and every consumer's threshold come
-        # here too, for the metrics only: the OS counters are read for blocks alone.
-        if self.consumers and duration_ns >= min(c.threshold_ns for c in self.consumers):
+        # here too, for the metrics only: nothing is read for them. The busy clock (a /proc
+        # read where it is schedstat) only serves the CPU share from the watchdog's arming
+        # on (`_cpu_fraction`), so it is read for a block or a slice the watchdog armed.
+        block = bool(self.consumers) and duration_ns >= min(c.threshold_ns for c in self.consumers)
+        cpu_end: int | None = None
+        if at_end is not None and isinstance(st.cpu_clock, tuple):
+            cpu_end = at_end[1] + at_end[2]  # the busy clock: on a CPU + waiting
+        elif block or st.sample_seq == (st.seq if seq is None else seq):
+            cpu_end = read_busy_ns(st.cpu_clock)
+        snap = None
+        if block:
             _tls.reporting = True  # the watch's own reads of /proc are not the slice's I/O
             try:
                 if at_end is not None:
@@ -171,7 +180,9 @@ class LoopMonitor:
         ``readings`` are `end_readings` taken when the slice ended, if the caller took them."""
         # How busy the loop thread was, read before reporting work (reading source files,
         # formatting stacks) adds time that is not the slice's.
-        cpu_end, snap = readings if readings is not None else self.end_readings(end_ns - start_ns)
+        if readings is None:
+            readings = self.end_readings(end_ns - start_ns, seq=seq)
+        cpu_end, snap = readings
         try:
             if snap is not None:
                 self._evidence = self._gather(start_ns, end_ns, seq, snap)
