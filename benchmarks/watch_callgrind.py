@@ -349,8 +349,8 @@ def readme_body(result: dict[str, Any]) -> str:
     head = (
         f"Measured {m['timestamp']} at commit `{m['git_commit']}` ({m['cpu_model']}, "
         f"{m['cpu_count']} CPUs, Python {m['python']}; load average {m['loadavg_start'][0]:.1f} "
-        f"at the start: instruction counts do not depend on it, the ns/instr rate does a "
-        f"little). `watch_callgrind.py --sizes {s['sizes'][0]} {s['sizes'][1]}`: loop thread's "
+        f"at the start: instruction counts do not depend on it, the ns/instr rate does — "
+        f"on a loaded 2-CPU machine it comes out up to 2× a quiet one's). `watch_callgrind.py --sizes {s['sizes'][0]} {s['sizes'][1]}`: loop thread's "
         f"instructions per task = (I({s['sizes'][1]}) − I({s['sizes'][0]})) / "
         f"{s['sizes'][1] - s['sizes'][0]} gathered tasks, threshold {THRESHOLD:g} s (no "
         "block), the watch's histogram floor at 50 ms; µs at the baseline's own ns per "
