@@ -45,6 +45,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -59,8 +60,9 @@ DEFAULT_SUBJECTS = ["ringloop-asgi", "granian-asgi", "uvicorn", "c-floor"]
 RESPONSES = {"plaintext": "hello", "json": "json"}
 
 
-def callgrind_command(cmd: list[str], out_dir: Path) -> list[str]:
-    """``cmd`` under callgrind, every child process traced, one output file per process."""
+def callgrind_command(cmd: list[str], out_dir: Path, options: Sequence[str] = ()) -> list[str]:
+    """``cmd`` under callgrind, every child process traced, one output file per process;
+    ``options``: more callgrind options (``--separate-threads=yes``, ``--dump-before=...``)."""
     return [
         "valgrind",
         "--tool=callgrind",
@@ -70,19 +72,23 @@ def callgrind_command(cmd: list[str], out_dir: Path) -> list[str]:
         f"--log-file={out_dir}/valgrind.%p.log",
         "--dump-instr=no",
         "--dump-line=no",
+        *options,
         *cmd,
     ]
 
 
 def total_instructions(out_dir: Path) -> int:
     """Instructions executed by every process of one run (the "totals:" of each file)."""
-    total = 0
-    for path in out_dir.glob("callgrind.out.*"):
-        m = re.search(r"^totals:\s+(\d+)", path.read_text(errors="replace"), re.MULTILINE)
-        if m is None:
-            m = re.search(r"^summary:\s+(\d+)", path.read_text(errors="replace"), re.MULTILINE)
-        total += int(m.group(1)) if m else 0
-    return total
+    return sum(file_instructions(path) for path in out_dir.glob("callgrind.out.*"))
+
+
+def file_instructions(path: Path) -> int:
+    """The instructions one callgrind output file counts (its "totals:"; 0 if it has none)."""
+    text = path.read_text(errors="replace")
+    m = re.search(r"^totals:\s+(\d+)", text, re.MULTILINE)
+    if m is None:
+        m = re.search(r"^summary:\s+(\d+)", text, re.MULTILINE)
+    return int(m.group(1)) if m else 0
 
 
 def stop_under_valgrind(server: http_peers.PeerServer, timeout: float = 300) -> int:

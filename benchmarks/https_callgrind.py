@@ -105,10 +105,15 @@ def function_costs(out_dir: Path) -> dict[str, int]:
     """Each function's own (exclusive) instructions in the run's largest callgrind output
     (the server process; the others are short-lived helpers), every function listed."""
     files = sorted(out_dir.glob("callgrind.out.*"), key=lambda p: p.stat().st_size, reverse=True)
-    if not files or shutil.which("callgrind_annotate") is None:
+    return file_costs(files[0]) if files else {}
+
+
+def file_costs(path: Path) -> dict[str, int]:
+    """Each function's own (exclusive) instructions in one callgrind output file."""
+    if shutil.which("callgrind_annotate") is None:
         return {}
     proc = subprocess.run(
-        ["callgrind_annotate", "--inclusive=no", "--threshold=100", str(files[0])],
+        ["callgrind_annotate", "--inclusive=no", "--threshold=100", str(path)],
         capture_output=True,
         text=True,
         timeout=300,

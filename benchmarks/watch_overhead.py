@@ -31,6 +31,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -79,7 +80,8 @@ def _loop_factory(name: str):
     return ringloop.new_event_loop
 
 
-def _child(detector: str, loop_name: str, runs: int, scale: float) -> dict:
+def scenario_bodies() -> dict[str, Callable[[], Awaitable[None]]]:
+    """One task's body per scenario (watch_callgrind.py runs the same ones)."""
     import asyncio
 
     path = os.path.abspath(__file__)
@@ -101,41 +103,58 @@ def _child(detector: str, loop_name: str, runs: int, scale: float) -> dict:
         await asyncio.sleep(0.002)
         os.stat(path)
 
-    bodies = dict(
-        zip([s for s, _ in SCENARIOS], [pure, getcwd, stat, fileread, async_stat], strict=True)
-    )
-    blocks = []
+    bodies = [pure, getcwd, stat, fileread, async_stat]
+    return dict(zip([s for s, _ in SCENARIOS], bodies, strict=True))
+
+
+async def setup_detector(detector: str, threshold: float, blocks: list, out: dict) -> None:
+    """Turn `detector` on for the running loop; its blocks go to `blocks`. pyleak has no
+    set-up: it wraps each batch (`batch`)."""
+    if detector == "aiocop":
+        import aiocop
+
+        aiocop.patch_audit_functions()
+        aiocop.start_blocking_io_detection()
+        aiocop.detect_slow_tasks(threshold_ms=int(threshold * 1000), on_slow_task=blocks.append)
+        aiocop.activate()
+    elif detector == "ringloop.watch":
+        import asyncio
+
+        watch = _import_watch()
+        watch.start(threshold=threshold, on_block=blocks.append)
+        from ringloop.watch import monitor
+
+        mon = monitor._monitors.get(asyncio.get_running_loop())
+        out["watch_backend"] = mon.backend.name if mon else None
+
+
+async def batch(detector: str, body: Callable[[], Awaitable[None]], n: int, threshold: float):
+    """`n` tasks of `body` gathered at once: what one measurement times."""
+    import asyncio
+
+    if detector == "pyleak":
+        from pyleak import no_event_loop_blocking
+
+        async with no_event_loop_blocking(action="log", threshold=threshold):
+            await asyncio.gather(*(body() for _ in range(n)))
+    else:
+        await asyncio.gather(*(body() for _ in range(n)))
+
+
+def _child(detector: str, loop_name: str, runs: int, scale: float) -> dict:
+    import asyncio
+
+    bodies = scenario_bodies()
+    blocks: list = []
     out: dict = {"scenarios": {}}
-
-    async def setup():
-        if detector == "aiocop":
-            import aiocop
-
-            aiocop.patch_audit_functions()
-            aiocop.start_blocking_io_detection()
-            aiocop.detect_slow_tasks(threshold_ms=int(THRESHOLD * 1000), on_slow_task=blocks.append)
-            aiocop.activate()
-        elif detector == "ringloop.watch":
-            watch = _import_watch()
-            watch.start(threshold=THRESHOLD, on_block=blocks.append)
-            from ringloop.watch import monitor
-
-            mon = monitor._monitors.get(asyncio.get_running_loop())
-            out["watch_backend"] = mon.backend.name if mon else None
 
     async def timed(body, n):
         t0 = time.perf_counter()
-        if detector == "pyleak":
-            from pyleak import no_event_loop_blocking
-
-            async with no_event_loop_blocking(action="log", threshold=THRESHOLD):
-                await asyncio.gather(*(body() for _ in range(n)))
-        else:
-            await asyncio.gather(*(body() for _ in range(n)))
+        await batch(detector, body, n, THRESHOLD)
         return time.perf_counter() - t0
 
     async def main():
-        await setup()
+        await setup_detector(detector, THRESHOLD, blocks, out)
         for name, n in SCENARIOS:
             n = max(1, int(n * scale))
             await timed(bodies[name], min(n, 200))  # warm-up

@@ -204,10 +204,10 @@ def _hook(event: str, args: tuple) -> None:
     if sink is None:
         return
     loop = _get_running_loop()  # thread-local: None off any loop thread
-    if loop is None or getattr(loop, "_native_audit", False):
-        return  # ringloop loops with the C-level hook report through _native_hook instead
-    if not PyAuditHookSource._is_watched(loop):
+    if loop is None or not PyAuditHookSource._is_watched(loop):
         return
+    if getattr(loop, "_native_audit", False):
+        return  # ringloop loops with the C-level hook report through _native_hook instead
     sink(loop, event, args, _getframe(1))
 
 

@@ -130,21 +130,30 @@ class LoopMonitor:
 
     # -- slices --------------------------------------------------------------------------
     def end_readings(
-        self, duration_ns: int, at_end: tuple[int, int, int] | None = None
+        self,
+        duration_ns: int,
+        at_end: tuple[int, int, int] | None = None,
+        seq: int | None = None,
     ) -> tuple[int | None, causes.Snapshot | None]:
         """The loop thread's busy clock and, for a block, the OS counters, read as the slice
         ends: a backend that has work of its own to do first (turning 256 native samples into
         frames took 10 ms) reads them before it and hands them to `slice_ended`. ``at_end``:
         the loop thread's (time, CPU clock, run delay) the dispatcher read at the slice's very
-        end (ringloop's `_slice_end_readings`), used in place of reading them now."""
-        if at_end is not None and isinstance(self.state.cpu_clock, tuple):
-            cpu_end: int | None = at_end[1] + at_end[2]  # the busy clock: on a CPU + waiting
-        else:
-            cpu_end = read_busy_ns(self.state.cpu_clock)
-        snap = None
+        end (ringloop's `_slice_end_readings`), used in place of reading them now. ``seq``:
+        the slice, when it is not the latest one."""
+        st = self.state
         # Slices between the histogram's floor (1 ms) and every consumer's threshold come
-        # here too, for the metrics only: the OS counters are read for blocks alone.
-        if self.consumers and duration_ns >= min(c.threshold_ns for c in self.consumers):
+        # here too, for the metrics only: nothing is read for them. The busy clock (a /proc
+        # read where it is schedstat) only serves the CPU share from the watchdog's arming
+        # on (`_cpu_fraction`), so it is read for a block or a slice the watchdog armed.
+        block = bool(self.consumers) and duration_ns >= min(c.threshold_ns for c in self.consumers)
+        cpu_end: int | None = None
+        if at_end is not None and isinstance(st.cpu_clock, tuple):
+            cpu_end = at_end[1] + at_end[2]  # the busy clock: on a CPU + waiting
+        elif block or st.sample_seq == (st.seq if seq is None else seq):
+            cpu_end = read_busy_ns(st.cpu_clock)
+        snap = None
+        if block:
             _tls.reporting = True  # the watch's own reads of /proc are not the slice's I/O
             try:
                 if at_end is not None:
@@ -171,7 +180,9 @@ class LoopMonitor:
         ``readings`` are `end_readings` taken when the slice ended, if the caller took them."""
         # How busy the loop thread was, read before reporting work (reading source files,
         # formatting stacks) adds time that is not the slice's.
-        cpu_end, snap = readings if readings is not None else self.end_readings(end_ns - start_ns)
+        if readings is None:
+            readings = self.end_readings(end_ns - start_ns, seq=seq)
+        cpu_end, snap = readings
         try:
             if snap is not None:
                 self._evidence = self._gather(start_ns, end_ns, seq, snap)
@@ -539,34 +550,37 @@ _retired: list = []  # states of detached monitors, folded into metrics on the n
 audit_source: audit.AuditSource = audit.PyAuditHookSource()
 
 
-def _is_watched(loop: Any) -> bool:
-    return loop in _monitors
-
+# Whether a loop is watched: the dict's own C method, not a Python function, because the
+# audit hook asks it for every I/O event raised on a loop thread (a Python call there was
+# ~5 % of what the watch added per `open` on stock asyncio, counted by callgrind).
+_is_watched = _monitors.__contains__
 
 _tls = threading.local()
+_mono = time.monotonic_ns
 
 
 def _audit_sink(loop: Any, event: str, args: tuple, frame) -> None:
-    if getattr(_tls, "reporting", False):
-        return
+    # Per audited event on a watched loop's thread (an `open` in every task of a batch):
+    # the cheapest tests first, and no list made that is not needed.
     mon = _monitors.get(loop)
     if mon is None:
         return
     st = mon.state
-    if st.start_ns == 0:
+    if st.start_ns == 0 or getattr(_tls, "reporting", False):
         return
     seq = st.seq
     if not st.strict:
         # Keep the raw event; classifying it (frame walk, repr) costs microseconds and most
         # slices are never reported. Strict mode must judge every slice, so it classifies now.
         if st.io_seq != seq:
-            st.io_events = []
-            st.io_raw = []
+            if st.io_events:
+                st.io_events = []
+            st.io_raw = [(event, args, frame, _mono())]
             st.io_seq = seq
-        if len(st.io_raw) < MAX_IO_EVENTS:
-            st.io_raw.append((event, args, frame, time.monotonic_ns()))
+        elif len(st.io_raw) < MAX_IO_EVENTS:
+            st.io_raw.append((event, args, frame, _mono()))
         return
-    record_io(st, event, args, frame, time.monotonic_ns(), seq)
+    record_io(st, event, args, frame, _mono(), seq)
 
 
 def _materialize_io(st: Any, seq: int) -> None:
