@@ -147,11 +147,14 @@ def one_run(
     conns: int,
     top: int,
     keep: Path | None = None,
+    valgrind_flags: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     out_dir = Path(tempfile.mkdtemp(prefix="cg-", dir=work))
     port = http_peers.free_port()
     inner = https_suite.command(subject, port, cert, key, work)
-    cmd = harness.pinned(http_callgrind.callgrind_command(inner, out_dir), https_suite.SERVER_CPU)
+    under = http_callgrind.callgrind_command(inner, out_dir)
+    under[1:1] = valgrind_flags  # after "valgrind": e.g. --cache-sim=yes
+    cmd = harness.pinned(under, https_suite.SERVER_CPU)
     env = {
         **os.environ,
         "PYTHONPATH": str(http_peers.APPS_DIR),
@@ -203,8 +206,16 @@ def main(argv: list[str] | None = None) -> int:
         type=Path,
         help="copy each run's callgrind files here (for callgrind_annotate --tree)",
     )
+    p.add_argument(
+        "--valgrind-flag",
+        action="append",
+        default=[],
+        help="one more flag for valgrind, e.g. --valgrind-flag=--cache-sim=yes (repeatable; "
+        "with --keep, https_perf.py misses DIR reads the misses by library)",
+    )
     p.add_argument("--name", default=RESULTS.name)
     args = p.parse_args(argv)
+    flags = tuple(args.valgrind_flag)
     rows = []
     with tempfile.TemporaryDirectory(prefix="ringloop-https-cg-") as tmp:
         work = Path(tmp)
@@ -212,7 +223,9 @@ def main(argv: list[str] | None = None) -> int:
         for kind in args.keys:
             cert, key = keys[kind]
             for subject in args.subjects:
-                base = one_run(subject, cert, key, work, "baseline", 0, 0, args.top, args.keep)
+                base = one_run(
+                    subject, cert, key, work, "baseline", 0, 0, args.top, args.keep, flags
+                )
                 ka = one_run(
                     subject,
                     cert,
@@ -223,9 +236,19 @@ def main(argv: list[str] | None = None) -> int:
                     args.connections,
                     args.top,
                     args.keep,
+                    flags,
                 )
                 hs = one_run(
-                    subject, cert, key, work, "handshake", args.handshakes, 1, args.top, args.keep
+                    subject,
+                    cert,
+                    key,
+                    work,
+                    "handshake",
+                    args.handshakes,
+                    1,
+                    args.top,
+                    args.keep,
+                    flags,
                 )
                 row: dict[str, Any] = {
                     "subject": subject,
