@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import socket
 import ssl
@@ -101,6 +102,22 @@ def handshakes(port: int, count: int) -> None:
             read_response(s, bytearray())
 
 
+def s_time(port: int, seconds: int) -> int:
+    """``openssl s_time -new`` for `seconds` (the suite's handshake client: HTTP/1.0, the
+    server closes); how many connections it made."""
+    out = subprocess.run(
+        ["openssl", "s_time", "-connect", f"127.0.0.1:{port}", "-new", "-www", "/"]
+        + ["-time", str(seconds)],
+        capture_output=True,
+        text=True,
+        timeout=seconds + 120,
+    )
+    m = re.search(r"(\d+) connections in", out.stdout)
+    if m is None:
+        raise ConnectionError(f"s_time: {out.stdout[-200:]}{out.stderr[-200:]}")
+    return int(m.group(1))
+
+
 def function_costs(out_dir: Path) -> dict[str, int]:
     """Each function's own (exclusive) instructions in the run's largest callgrind output
     (the server process; the others are short-lived helpers), every function listed."""
@@ -148,6 +165,7 @@ def one_run(
     top: int,
     keep: Path | None = None,
     valgrind_flags: tuple[str, ...] = (),
+    s_time_seconds: int = 0,
 ) -> dict[str, Any]:
     out_dir = Path(tempfile.mkdtemp(prefix="cg-", dir=work))
     port = http_peers.free_port()
@@ -171,6 +189,8 @@ def one_run(
             time.sleep(0.5)
         if mode == "keep-alive":
             keep_alive(port, n, conns)
+        elif mode == "handshake" and s_time_seconds:
+            n = s_time(port, s_time_seconds)
         elif mode == "handshake":
             handshakes(port, n)
         pokes = http_callgrind.stop_under_valgrind(srv)
@@ -178,6 +198,7 @@ def one_run(
             return {"error": "did not stop on SIGTERM (counts lost)"}
         return {
             "instructions": http_callgrind.total_instructions(out_dir),
+            "units": n,
             "wake_up_requests": pokes,
             "seconds": round(time.monotonic() - t0, 1),
             "costs": function_costs(out_dir) if top else {},
@@ -212,6 +233,14 @@ def main(argv: list[str] | None = None) -> int:
         default=[],
         help="one more flag for valgrind, e.g. --valgrind-flag=--cache-sim=yes (repeatable; "
         "with --keep, https_perf.py misses DIR reads the misses by library)",
+    )
+    p.add_argument(
+        "--s-time",
+        type=int,
+        default=0,
+        metavar="SECONDS",
+        help="handshakes by openssl s_time -new for SECONDS (the suite's client) instead of "
+        "--handshakes by Python's ssl",
     )
     p.add_argument("--name", default=RESULTS.name)
     args = p.parse_args(argv)
@@ -249,7 +278,9 @@ def main(argv: list[str] | None = None) -> int:
                     args.top,
                     args.keep,
                     flags,
+                    args.s_time,
                 )
+                handshakes_done = hs.get("units", args.handshakes)
                 row: dict[str, Any] = {
                     "subject": subject,
                     "key": kind,
@@ -262,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
                         (ka["instructions"] - base["instructions"]) / args.requests
                     )
                     row["per_handshake"] = round(
-                        (hs["instructions"] - base["instructions"]) / args.handshakes
+                        (hs["instructions"] - base["instructions"]) / handshakes_done
                     )
                 rows.append(row)
                 print(
@@ -271,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
                     ),
                     flush=True,
                 )
-                for name, units in (("keep_alive", args.requests), ("handshake", args.handshakes)):
+                for name, units in (("keep_alive", args.requests), ("handshake", handshakes_done)):
                     if "error" in row[name]:
                         print(f"  {name}: {row[name]['error']}")
                     elif args.top:
