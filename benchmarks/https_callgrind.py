@@ -19,6 +19,12 @@ more of each goes.
 
     .venv/bin/python benchmarks/https_callgrind.py [--subjects ringloop-asgi granian-asgi]
         [--keys rsa ecdsa] [--requests 4000] [--connections 8] [--handshakes 100] [--top 25] [--keep DIR]
+        [--s-time SECONDS] [--valgrind-flag=--cache-sim=yes ...]
+
+``--s-time``: the handshakes are ``openssl s_time -new``'s (the suite's client, HTTP/1.0, the
+server closes) for that long, however many it makes, instead of Python's. ``--valgrind-flag``:
+passed on to valgrind (with ``--cache-sim=yes`` and ``--keep``, ``https_perf.py misses DIR``
+prints the simulated misses by library).
 
 Output: ``results/https_callgrind.json`` and a table.
 """
