@@ -9,6 +9,8 @@ landed in (and, in the binaries that link rustls and aws-lc statically, by the s
 name); the component's share of the samples times the server's CPU per handshake over the
 same window (from /proc, split user/system) is its µs per handshake. Kernel samples are put
 in the system call (or io_uring operation, page fault, interrupt) they happened under.
+Needs perf, and root or ``kernel.perf_event_paranoid`` ≤ 1 to attach to the server (kernel
+symbols: ``kernel.kptr_restrict`` 0).
 
     .venv/bin/python benchmarks/https_perf.py [--subjects ringloop-asgi rust-floor granian-asgi]
         [--key ecdsa] [--seconds 8] [--freq 5000] [--rounds 2] [--top 15]
@@ -29,6 +31,7 @@ import argparse
 import collections
 import json
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -329,6 +332,9 @@ def main(argv: list[str]) -> int:
     )
     p.add_argument("--name", default=RESULTS.name)
     args = p.parse_args(argv)
+    if shutil.which("perf") is None:
+        print("https_perf: no perf on PATH (Debian: apt-get install linux-perf)")
+        return 1
     args.wrk, why = harness.ensure_wrk() if args.scenario == "keep-alive" else (None, None)
     if args.scenario == "keep-alive" and args.wrk is None:
         print(f"https_perf: {why}")
