@@ -282,9 +282,9 @@ def misses(
     return out
 
 
-def print_misses(table: dict[str, Any]) -> None:
+def print_misses(table: dict[str, Any], unit: str = "handshake") -> None:
     for stem, rows in table.items():
-        print(f"\n## {stem}: per handshake")
+        print(f"\n## {stem}: per {unit}")
         print("| component | Ir | I1 misses | D1 misses | LL misses | D1 miss / 1k Ir |")
         print("|---|---:|---:|---:|---:|---:|")
         for c, e in sorted(rows.items(), key=lambda kv: -kv[1].get("Ir", 0)):
@@ -313,7 +313,7 @@ def main(argv: list[str]) -> int:
             rows = json.loads(a.counts_from.read_text())["rows"]
             counts = {f"{r['subject']}-{r['key']}": r["handshake"]["units"] for r in rows}
         table = misses(a.keep, a.handshakes, a.run, counts)
-        print_misses(table)
+        print_misses(table, "request" if a.run == "keep-alive" else "handshake")
         (RESULTS.parent / a.name).write_text(json.dumps(table, indent=1) + "\n")
         return 0
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
