@@ -19,6 +19,12 @@ more of each goes.
 
     .venv/bin/python benchmarks/https_callgrind.py [--subjects ringloop-asgi granian-asgi]
         [--keys rsa ecdsa] [--requests 4000] [--connections 8] [--handshakes 100] [--top 25] [--keep DIR]
+        [--s-time SECONDS] [--valgrind-flag=--cache-sim=yes ...]
+
+``--s-time``: the handshakes are ``openssl s_time -new``'s (the suite's client, HTTP/1.0, the
+server closes) for that long, however many it makes, instead of Python's. ``--valgrind-flag``:
+passed on to valgrind (with ``--cache-sim=yes`` and ``--keep``, ``https_perf.py misses DIR``
+prints the simulated misses by library).
 
 Output: ``results/https_callgrind.json`` and a table.
 """
@@ -28,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import socket
 import ssl
@@ -101,6 +108,22 @@ def handshakes(port: int, count: int) -> None:
             read_response(s, bytearray())
 
 
+def s_time(port: int, seconds: int) -> int:
+    """``openssl s_time -new`` for `seconds` (the suite's handshake client: HTTP/1.0, the
+    server closes); how many connections it made."""
+    out = subprocess.run(
+        ["openssl", "s_time", "-connect", f"127.0.0.1:{port}", "-new", "-www", "/"]
+        + ["-time", str(seconds)],
+        capture_output=True,
+        text=True,
+        timeout=seconds + 120,
+    )
+    m = re.search(r"(\d+) connections in", out.stdout)
+    if m is None:
+        raise ConnectionError(f"s_time: {out.stdout[-200:]}{out.stderr[-200:]}")
+    return int(m.group(1))
+
+
 def function_costs(out_dir: Path) -> dict[str, int]:
     """Each function's own (exclusive) instructions in the run's largest callgrind output
     (the server process; the others are short-lived helpers), every function listed."""
@@ -152,11 +175,15 @@ def one_run(
     conns: int,
     top: int,
     keep: Path | None = None,
+    valgrind_flags: tuple[str, ...] = (),
+    s_time_seconds: int = 0,
 ) -> dict[str, Any]:
     out_dir = Path(tempfile.mkdtemp(prefix="cg-", dir=work))
     port = http_peers.free_port()
     inner = https_suite.command(subject, port, cert, key, work)
-    cmd = harness.pinned(http_callgrind.callgrind_command(inner, out_dir), https_suite.SERVER_CPU)
+    under = http_callgrind.callgrind_command(inner, out_dir)
+    under[1:1] = valgrind_flags  # after "valgrind": e.g. --cache-sim=yes
+    cmd = harness.pinned(under, https_suite.SERVER_CPU)
     env = {
         **os.environ,
         "PYTHONPATH": str(http_peers.APPS_DIR),
@@ -173,6 +200,8 @@ def one_run(
             time.sleep(0.5)
         if mode == "keep-alive":
             keep_alive(port, n, conns)
+        elif mode == "handshake" and s_time_seconds:
+            n = s_time(port, s_time_seconds)
         elif mode == "handshake":
             handshakes(port, n)
         pokes = http_callgrind.stop_under_valgrind(srv)
@@ -180,6 +209,7 @@ def one_run(
             return {"error": "did not stop on SIGTERM (counts lost)"}
         return {
             "instructions": http_callgrind.total_instructions(out_dir),
+            "units": n,
             "wake_up_requests": pokes,
             "seconds": round(time.monotonic() - t0, 1),
             "costs": function_costs(out_dir) if top else {},
@@ -208,8 +238,24 @@ def main(argv: list[str] | None = None) -> int:
         type=Path,
         help="copy each run's callgrind files here (for callgrind_annotate --tree)",
     )
+    p.add_argument(
+        "--valgrind-flag",
+        action="append",
+        default=[],
+        help="one more flag for valgrind, e.g. --valgrind-flag=--cache-sim=yes (repeatable; "
+        "with --keep, https_perf.py misses DIR reads the misses by library)",
+    )
+    p.add_argument(
+        "--s-time",
+        type=int,
+        default=0,
+        metavar="SECONDS",
+        help="handshakes by openssl s_time -new for SECONDS (the suite's client) instead of "
+        "--handshakes by Python's ssl",
+    )
     p.add_argument("--name", default=RESULTS.name)
     args = p.parse_args(argv)
+    flags = tuple(args.valgrind_flag)
     rows = []
     with tempfile.TemporaryDirectory(prefix="ringloop-https-cg-") as tmp:
         work = Path(tmp)
@@ -217,7 +263,9 @@ def main(argv: list[str] | None = None) -> int:
         for kind in args.keys:
             cert, key = keys[kind]
             for subject in args.subjects:
-                base = one_run(subject, cert, key, work, "baseline", 0, 0, args.top, args.keep)
+                base = one_run(
+                    subject, cert, key, work, "baseline", 0, 0, args.top, args.keep, flags
+                )
                 ka = one_run(
                     subject,
                     cert,
@@ -228,10 +276,22 @@ def main(argv: list[str] | None = None) -> int:
                     args.connections,
                     args.top,
                     args.keep,
+                    flags,
                 )
                 hs = one_run(
-                    subject, cert, key, work, "handshake", args.handshakes, 1, args.top, args.keep
+                    subject,
+                    cert,
+                    key,
+                    work,
+                    "handshake",
+                    args.handshakes,
+                    1,
+                    args.top,
+                    args.keep,
+                    flags,
+                    args.s_time,
                 )
+                handshakes_done = hs.get("units", args.handshakes)
                 row: dict[str, Any] = {
                     "subject": subject,
                     "key": kind,
@@ -244,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
                         (ka["instructions"] - base["instructions"]) / args.requests
                     )
                     row["per_handshake"] = round(
-                        (hs["instructions"] - base["instructions"]) / args.handshakes
+                        (hs["instructions"] - base["instructions"]) / handshakes_done
                     )
                 rows.append(row)
                 print(
@@ -253,7 +313,7 @@ def main(argv: list[str] | None = None) -> int:
                     ),
                     flush=True,
                 )
-                for name, units in (("keep_alive", args.requests), ("handshake", args.handshakes)):
+                for name, units in (("keep_alive", args.requests), ("handshake", handshakes_done)):
                     if "error" in row[name]:
                         print(f"  {name}: {row[name]['error']}")
                     elif args.top:
