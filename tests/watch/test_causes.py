@@ -398,8 +398,9 @@ def test_gc_and_cpu_in_one_slice(run):
     assert any(c.cause == "cpu" and c.application for c in b.causes), str(b)
 
 
-def test_gc_and_a_wait_in_one_slice(run):
-    own = {}
+def _sleep_then_collect(own: dict, late: threading.Event | None = None):
+    """A slice that sleeps 80 ms, then collects a large cyclic graph; ``late`` is set for the
+    slice's duration."""
 
     async def main():
         with sc.gc_off():
@@ -407,6 +408,8 @@ def test_gc_and_a_wait_in_one_slice(run):
         await asyncio.sleep(0)
         async with no_blocking(sc.THRESHOLD, action="log") as nb:
             await asyncio.sleep(0)
+            if late is not None:
+                late.set()
             t0 = time.monotonic()
             time.sleep(0.08)  # BLOCKS-wait
             own["wait"] = time.monotonic() - t0
@@ -415,9 +418,16 @@ def test_gc_and_a_wait_in_one_slice(run):
                 gc.collect()
             own["gc"] = t.ns / 1e9
             await asyncio.sleep(0)
+            if late is not None:
+                late.clear()
         return nb.blocks
 
-    b = _the_block(run(main), "gc")
+    return main
+
+
+def test_gc_and_a_wait_in_one_slice(run):
+    own = {}
+    b = _the_block(run(_sleep_then_collect(own)), "gc")
     _near(_share(b, "gc"), own["gc"], b)
     _near(_app(b), own["wait"], b)
     assert any(c.cause in ("wait", "sleep") and c.application for c in b.causes), str(b)
@@ -444,26 +454,7 @@ def test_a_wait_before_a_collection_read_late_is_still_a_wait(run, monkeypatch):
 
     monkeypatch.setattr(watchdog.Watchdog, "_arm", late_arm)
     own = {}
-
-    async def main():
-        with sc.gc_off():
-            graph = sc.cycles()
-        await asyncio.sleep(0)
-        async with no_blocking(sc.THRESHOLD, action="log") as nb:
-            await asyncio.sleep(0)
-            late.set()
-            t0 = time.monotonic()
-            time.sleep(0.08)  # BLOCKS-wait
-            own["wait"] = time.monotonic() - t0
-            with sc.GcTimer() as t:
-                del graph[:]
-                gc.collect()
-            own["gc"] = t.ns / 1e9
-            await asyncio.sleep(0)
-            late.clear()
-        return nb.blocks
-
-    b = _the_block(run(main), "gc")
+    b = _the_block(run(_sleep_then_collect(own, late)), "gc")
     _near(_share(b, "gc"), own["gc"], b)
     app = [c for c in b.causes if c.application]
     kinds = ("wait", "sleep") if run.backend == "ringloop" else ("wait", "sleep", "unknown")
