@@ -242,7 +242,7 @@ class LoopMonitor:
             st.record_long(duration)
         samples, arm_wall, cpu0, share = st.take_samples(seq)
         cpu = self._cpu_fraction(share, arm_wall, cpu0, cpu_end, end_ns)
-        window = (arm_wall or start_ns, share is not None or isinstance(st.cpu_clock, tuple))
+        window = self._share_window(share, arm_wall, start_ns)
         self._dispatch(handle, start_ns, end_ns, task, io, samples, cpu, False, window=window)
 
     def in_progress(self, consumer: Consumer, now_ns: int) -> None:
@@ -266,7 +266,7 @@ class LoopMonitor:
         io = list(st.io_events) if st.io_seq == st.seq else []
         cpu = self._cpu_fraction(share, arm_wall, cpu0, cpu_end, now_ns)
         self._evidence = self._gather(start, now_ns, st.seq)
-        window = (arm_wall or start, share is not None or isinstance(st.cpu_clock, tuple))
+        window = self._share_window(share, arm_wall, start)
         self._dispatch(handle, start, now_ns, task, io, samples, cpu, True, consumer, window=window)
 
     def _cpu_fraction(
@@ -282,6 +282,12 @@ class LoopMonitor:
         if cpu0 is None or cpu_end is None or wall <= 0:
             return None
         return max(0.0, min(1.0, (cpu_end - cpu0) / wall))
+
+    def _share_window(self, share: float | None, arm_wall: int, start_ns: int) -> tuple[int, bool]:
+        """What `_cpu_fraction`'s share covers, for `_outside_gc`: from when (the arming, else
+        the slice's start), and whether it counts the thread's waits for a CPU (the native
+        sampler's share and a schedstat busy clock do; a bare CPU clock does not)."""
+        return arm_wall or start_ns, share is not None or isinstance(self.state.cpu_clock, tuple)
 
     def _dispatch(self, *args: Any, **kwargs: Any) -> None:
         # Building a report reads source files (linecache) and may log: that I/O is the
