@@ -370,6 +370,15 @@ def gc_in(thread_ident: int, lo: int, hi: int) -> tuple[int, int, int, int]:
     return ns, n, gen, collected
 
 
+def gc_spans(thread_ident: int, lo: int, hi: int) -> list[tuple[int, int]]:
+    """The (start, end) of each collection run by thread ``thread_ident`` inside ``[lo, hi]``."""
+    return [
+        (s, e)
+        for ident, s, e, *_ in list(_gc_events)
+        if ident == thread_ident and lo < e and s < hi
+    ]
+
+
 def gc_sum(
     thread_ident: int, lo: int, hi: int
 ) -> tuple[int, int, int, int, int | None, int | None]:
