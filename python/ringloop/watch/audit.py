@@ -21,6 +21,7 @@ is asyncio's own code.
 from __future__ import annotations
 
 import sys
+import weakref
 from asyncio import events as _events
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -206,19 +207,35 @@ def _hook(event: str, args: tuple) -> None:
     loop = _get_running_loop()  # thread-local: None off any loop thread
     if loop is None or not PyAuditHookSource._is_watched(loop):
         return
-    if getattr(loop, "_native_audit", False):
-        return  # ringloop loops with the C-level hook report through _native_hook instead
+    if loop in native_loops or getattr(loop, "_native_audit", False):
+        return  # loops watched through the C-level hook report through _native_hook instead
     sink(loop, event, args, _getframe(1))
+
+
+# Stock asyncio loops whose slices tell the C-level hook they run (backends/asyncio_handles.py).
+native_loops: weakref.WeakSet = weakref.WeakSet()
+
+
+_native_sink: AuditSink | None = None
+_native_is_watched: Callable[[Any], bool] = bool
+
+
+def connect_native(sink: AuditSink, is_watched: Callable[[Any], bool]) -> None:
+    """Where the C-level hook's eager events (strict mode) go. Its own connection, not the
+    Python source's: a process that watches only ringloop or stock asyncio loops never
+    installs that one, and its strict mode then reported no short I/O at all."""
+    global _native_sink, _native_is_watched
+    _native_sink, _native_is_watched = sink, is_watched
 
 
 def _native_hook(event: str, args: tuple) -> None:
     """Called by ringloop's C-level audit hook, only for I/O-looking events raised inside a
-    timed slice of a ringloop loop whose audit is on (see src/watch/audit.rs)."""
+    watched slice in strict mode (see src/watch/audit.rs; otherwise it buffers them)."""
     if _KIND_GET(event) is None:
         return
-    sink = PyAuditHookSource._sink
+    sink = _native_sink
     loop = _get_running_loop()
-    if sink is None or loop is None or not PyAuditHookSource._is_watched(loop):
+    if sink is None or loop is None or not _native_is_watched(loop):
         return
     sink(loop, event, args, _getframe(1))
 

@@ -98,10 +98,12 @@ class LoopMonitor:
             # Last: a heartbeat dates blocks from the loop thread's CPU since its start, which
             # the set-up above would otherwise add to the first block.
             self.backend.start()
-            # A ringloop loop reports I/O through its C-level hook; the Python-level hook is
-            # process-wide and can never be removed, so it is only installed for loops that
-            # need it (stock asyncio, uvloop).
-            if not getattr(self.loop, "_native_audit", False):
+            # A ringloop loop, and a stock asyncio one, report I/O through ringloop's C-level
+            # hook; the Python-level hook is process-wide and can never be removed, so it is
+            # only installed for loops that need it (uvloop).
+            if getattr(self.loop, "_native_audit", False) or self.loop in audit.native_loops:
+                audit.connect_native(_audit_sink, _is_watched)
+            else:
                 audit_source.install(_audit_sink, _is_watched)
 
     def remove(self, consumer: Consumer) -> None:
@@ -262,6 +264,9 @@ class LoopMonitor:
         task = None
         if handle is None:
             task = _current_task(self.loop)
+        take = getattr(self.backend, "take_buffered_io", None)
+        if take is not None and threading.get_ident() == self.thread_id:
+            take()  # the C hook's buffer is the loop thread's own
         _materialize_io(st, st.seq)
         io = list(st.io_events) if st.io_seq == st.seq else []
         cpu = self._cpu_fraction(share, arm_wall, cpu0, cpu_end, now_ns)
