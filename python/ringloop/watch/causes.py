@@ -66,6 +66,7 @@ from .os_readings import (  # noqa: F401 - the readings are part of causes' API
     cgroup_stat_files,
     python_threads,
     schedstat,
+    started_delays,
     thread_cpu,
     throttling,
     under_quota,
@@ -426,15 +427,15 @@ def _started_since(
     if known is None or off_ns <= 0:
         return None
     delay, names = 0, []
-    for thread in list(threading._active.values()):  # noqa: SLF001 - no lock, no copy
-        tid = thread.native_id
-        if tid is None or tid in known:
+    # Read at the slice's end where the end readings were taken then (os_readings), else now.
+    at_end = ev.end.started if ev.end is not None else None
+    if at_end is None:
+        at_end = started_delays(known) or {}
+    for tid, (name, d) in at_end.items():
+        if tid in known or d <= 0:
             continue
-        ss = schedstat(tid)
-        if ss is None or ss[1] <= 0:
-            continue
-        delay += max(0, ss[1] - held.get(tid, 0))
-        names.append(thread.name)
+        delay += max(0, d - held.get(tid, 0))
+        names.append(name)
     wait = min(delay, off_ns)
     if wait < 50_000:  # 0.05 ms: below what the readings resolve
         return None

@@ -163,6 +163,9 @@ class LoopMonitor:
                     snap = causes.Snapshot(t_ns, (cpu, delay), causes.throttling())
                 else:
                     snap = causes.Snapshot.take(self.state.native_id)
+                base = st.base
+                if base is not None and base[0] == (st.seq if seq is None else seq):
+                    snap.started = causes.started_delays(base[1].threads)
             finally:
                 _tls.reporting = False
         return cpu_end, snap
