@@ -13,7 +13,7 @@ use crate::watch::sampler::{Sample, Sampler};
 use crate::watch::slice::SliceStats;
 
 /// `(event, args, frame, t_ns)` of one buffered audit event, as Python receives it.
-type AuditTuple = (String, Py<PyAny>, Option<Py<PyAny>>, u64);
+use crate::watch::audit::AuditTuple;
 
 #[pymethods]
 impl LoopCore {

@@ -181,36 +181,13 @@ pub fn audit_hook_install(py: Python<'_>, sink: Py<PyAny>) -> PyResult<bool> {
     Ok(true)
 }
 
-/// A slice of a stock asyncio loop begins on this thread (the watch's `Handle._run` wrapper):
-/// audited I/O from here to `audit_slice_end` is kept by the C hook, eagerly handed to the sink
-/// if `eager` (strict mode), else buffered. Returns the slice's start (CLOCK_MONOTONIC ns), so
-/// that the wrapper makes one call where it read the clock before.
-#[pyfunction]
-pub fn audit_slice_begin(eager: bool) -> u64 {
-    set_eager(eager);
-    // A slice that raised out of its wrapper without ending cannot leave events behind.
-    end_slice(false);
-    super::slice::set_in_slice(true);
-    crate::reactor::sys::monotonic_ns()
-}
-
-/// The slice begun at `start_ns` ends: returns its end (CLOCK_MONOTONIC ns). Its buffered
-/// events are dropped here, with the frames they hold, unless it lasted `slow_ns` or more;
-/// then `audit_slice_events` takes them.
-#[pyfunction]
-pub fn audit_slice_end(start_ns: u64, slow_ns: u64) -> u64 {
-    let end = crate::reactor::sys::monotonic_ns();
-    super::slice::set_in_slice(false);
-    if end.saturating_sub(start_ns) < slow_ns {
-        end_slice(false);
-    }
-    end
-}
+/// One buffered event as Python sees it: `(event, args, frame, t_ns)`.
+pub type AuditTuple = (String, Py<PyAny>, Option<Py<PyAny>>, u64);
 
 /// The events buffered during the slow slice that just ended on this thread:
 /// `[(event, args, frame, t_ns)]` (taken: a second call returns `[]`).
 #[pyfunction]
-pub fn audit_slice_events() -> Vec<(String, Py<PyAny>, Option<Py<PyAny>>, u64)> {
+pub fn audit_slice_events() -> Vec<AuditTuple> {
     end_slice(true).into_iter().map(|r| (r.event(), r.args, r.frame, r.t_ns)).collect()
 }
 

@@ -403,8 +403,12 @@ class LoopMonitor:
         found, app_cpu = causes.breakdown(ev)
         app_ns = (end_ns - start_ns) - int(sum(c.seconds for c in found) * 1e9)
         app_frac, whole = None, cpu_fraction
+        gc_ns = int(sum(c.seconds for c in found if c.cause == "gc") * 1e9)
         if app_cpu is not None and app_ns > 0:
             app_frac = min(1.0, app_cpu / app_ns)
+            if gc_ns:
+                whole = None  # mostly the collection's
+                app_frac = app_kind.beside_gc(app_frac, app_ns, gc_ns)
         elif cpu_fraction is not None and any(c.cause == "gc" for c in found):
             # No baseline to take the collections' CPU out of (the watchdog read it late):
             # take them out of the sampler's share instead, or say nothing; the share over
