@@ -8,17 +8,23 @@ key kind (RSA-2048, ECDSA P-256) this runs the server under callgrind three time
   0. started, one TLS readiness request, stopped (the baseline);
   1. the same plus ``--requests`` keep-alive requests over ``--connections`` connections;
   2. the same plus ``--handshakes`` new connections, each a full handshake (the stdlib's
-     ``ssl`` client never offers a session it was not given) and one request.
+     ``ssl`` client never offers a session it was not given) and one request;
+  3. with ``--net``: the same as 1 but one request per connection (the connections' set-up
+     alone).
 
-Per request = (run 1 − run 0) / requests (connection set-up spread over them); per
-handshake = (run 2 − run 0) / handshakes. The client is Python's ``ssl`` (OpenSSL: X25519
+Per request = (run 1 − run 0) / requests (connection set-up spread over them); net per
+request = (run 1 − run 3) / (requests − connections): a keep-alive request alone, its
+connection's handshake left out; per handshake = (run 2 − run 0) / handshakes (no run 2 with
+``--handshakes 0``). The subject ``ringloop-asgi-cleartext`` is ringloop without TLS (the
+client's sockets plain too), for scale. The client is Python's ``ssl`` (OpenSSL: X25519
 key share, TLS 1.3, AES-256-GCM or ChaCha20 as the server picks), outside valgrind. User
 space only (callgrind does not count the kernel). ``--top N`` prints the N functions whose own
-(exclusive) instructions grew most from the baseline, per request and per handshake: where one
-more of each goes.
+(exclusive) instructions grew most from the baseline (with ``--net``, a keep-alive request's
+from run 3), per request and per handshake: where one more of each goes.
 
     .venv/bin/python benchmarks/https_callgrind.py [--subjects ringloop-asgi granian-asgi]
-        [--keys rsa ecdsa] [--requests 4000] [--connections 8] [--handshakes 100] [--top 25] [--keep DIR]
+        [--keys rsa ecdsa] [--requests 4000] [--connections 8] [--handshakes 100] [--net]
+        [--top 25] [--keep DIR]
         [--s-time SECONDS] [--valgrind-flag=--cache-sim=yes ...]
 
 ``--s-time``: the handshakes are ``openssl s_time -new``'s (the suite's client, HTTP/1.0, the
@@ -54,6 +60,24 @@ import https_suite  # noqa: E402
 
 RESULTS = harness.BENCH_DIR / "results" / "https_callgrind.json"
 REQUEST = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+CLEARTEXT = "ringloop-asgi-cleartext"
+
+
+def server_command(subject: str, port: int, cert: Path, key: Path, work: Path) -> list[str]:
+    if subject == CLEARTEXT:
+        return http_peers._ringloop("asgi")("hello", port, work)
+    return https_suite.command(subject, port, cert, key, work)
+
+
+def answers(subject: str, port: int) -> bool:
+    if subject != CLEARTEXT:
+        return https_suite.answers_tls(port)
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=2) as s:
+            s.sendall(REQUEST)
+            return s.recv(16).startswith(b"HTTP/1.")
+    except OSError:
+        return False
 
 
 def client_context() -> ssl.SSLContext:
@@ -63,7 +87,7 @@ def client_context() -> ssl.SSLContext:
     return ctx
 
 
-def read_response(s: ssl.SSLSocket, buf: bytearray) -> None:
+def read_response(s: socket.socket, buf: bytearray) -> None:
     """One whole response (Content-Length framed) off `s`; what follows stays in `buf`."""
     while True:
         head_end = buf.find(b"\r\n\r\n")
@@ -81,12 +105,11 @@ def read_response(s: ssl.SSLSocket, buf: bytearray) -> None:
         buf += chunk
 
 
-def keep_alive(port: int, requests: int, connections: int) -> None:
+def keep_alive(port: int, requests: int, connections: int, tls: bool = True) -> None:
     ctx = client_context()
-    socks = [
-        ctx.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=600))
-        for _ in range(connections)
-    ]
+    socks = [socket.create_connection(("127.0.0.1", port), timeout=600) for _ in range(connections)]
+    if tls:
+        socks = [ctx.wrap_socket(s) for s in socks]
     bufs = [bytearray() for _ in socks]
     sent = 0
     # Round-robin, one request in flight per connection.
@@ -180,7 +203,7 @@ def one_run(
 ) -> dict[str, Any]:
     out_dir = Path(tempfile.mkdtemp(prefix="cg-", dir=work))
     port = http_peers.free_port()
-    inner = https_suite.command(subject, port, cert, key, work)
+    inner = server_command(subject, port, cert, key, work)
     under = http_callgrind.callgrind_command(inner, out_dir)
     under[1:1] = valgrind_flags  # after "valgrind": e.g. --cache-sim=yes
     cmd = harness.pinned(under, https_suite.SERVER_CPU)
@@ -194,12 +217,12 @@ def one_run(
     t0 = time.monotonic()
     try:
         deadline = time.monotonic() + 300
-        while not https_suite.answers_tls(port):
+        while not answers(subject, port):
             if not srv.alive() or time.monotonic() > deadline:
                 return {"error": f"did not start: {srv.stderr_tail()}"}
             time.sleep(0.5)
-        if mode == "keep-alive":
-            keep_alive(port, n, conns)
+        if mode in ("keep-alive", "keep-alive-setup"):
+            keep_alive(port, n, conns, subject != CLEARTEXT)
         elif mode == "handshake" and s_time_seconds:
             n = s_time(port, s_time_seconds)
         elif mode == "handshake":
@@ -231,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--keys", nargs="+", default=list(https_suite.KEYS), choices=https_suite.KEYS)
     p.add_argument("--requests", type=int, default=4000)
     p.add_argument("--connections", type=int, default=8)
-    p.add_argument("--handshakes", type=int, default=100)
+    p.add_argument("--handshakes", type=int, default=100, help="0: no handshake run")
     p.add_argument("--top", type=int, default=0)
     p.add_argument(
         "--keep",
@@ -253,6 +276,12 @@ def main(argv: list[str] | None = None) -> int:
         help="handshakes by openssl s_time -new for SECONDS (the suite's client) instead of "
         "--handshakes by Python's ssl",
     )
+    p.add_argument(
+        "--net",
+        action="store_true",
+        help="one more run per subject, the connections' set-up alone: a keep-alive request's "
+        "instructions with its handshake left out (net_per_request)",
+    )
     p.add_argument("--name", default=RESULTS.name)
     args = p.parse_args(argv)
     flags = tuple(args.valgrind_flag)
@@ -263,33 +292,24 @@ def main(argv: list[str] | None = None) -> int:
         for kind in args.keys:
             cert, key = keys[kind]
             for subject in args.subjects:
-                base = one_run(
-                    subject, cert, key, work, "baseline", 0, 0, args.top, args.keep, flags
-                )
-                ka = one_run(
-                    subject,
-                    cert,
-                    key,
-                    work,
-                    "keep-alive",
-                    args.requests,
-                    args.connections,
-                    args.top,
-                    args.keep,
-                    flags,
-                )
-                hs = one_run(
-                    subject,
-                    cert,
-                    key,
-                    work,
-                    "handshake",
-                    args.handshakes,
-                    1,
-                    args.top,
-                    args.keep,
-                    flags,
-                    args.s_time,
+
+                def run(
+                    mode: str,
+                    n: int,
+                    conns: int,
+                    s_time_seconds: int = 0,
+                    common: tuple[str, Path, Path] = (subject, cert, key),
+                ) -> dict[str, Any]:
+                    return one_run(
+                        *common, work, mode, n, conns, args.top, args.keep, flags, s_time_seconds
+                    )
+
+                base = run("baseline", 0, 0)
+                ka = run("keep-alive", args.requests, args.connections)
+                with_handshakes = args.handshakes > 0 and subject != CLEARTEXT
+                hs = run("handshake", args.handshakes, 1, args.s_time) if with_handshakes else {}
+                setup = (
+                    run("keep-alive-setup", args.connections, args.connections) if args.net else {}
                 )
                 handshakes_done = hs.get("units", args.handshakes)
                 row: dict[str, Any] = {
@@ -298,32 +318,57 @@ def main(argv: list[str] | None = None) -> int:
                     "baseline": base,
                     "keep_alive": ka,
                     "handshake": hs,
+                    "keep_alive_setup": setup,
                 }
-                if all("instructions" in r for r in (base, ka, hs)):
+                if all("instructions" in r for r in (base, ka)):
                     row["per_request"] = round(
                         (ka["instructions"] - base["instructions"]) / args.requests
                     )
+                if "instructions" in hs and "instructions" in base:
                     row["per_handshake"] = round(
                         (hs["instructions"] - base["instructions"]) / handshakes_done
+                    )
+                net_units = args.requests - args.connections
+                if "instructions" in setup and "instructions" in ka and net_units > 0:
+                    row["net_per_request"] = round(
+                        (ka["instructions"] - setup["instructions"]) / net_units
                     )
                 rows.append(row)
                 print(
                     json.dumps(
-                        {k: row.get(k) for k in ("subject", "key", "per_request", "per_handshake")}
+                        {
+                            k: row.get(k)
+                            for k in (
+                                "subject",
+                                "key",
+                                "per_request",
+                                "net_per_request",
+                                "per_handshake",
+                            )
+                        }
                     ),
                     flush=True,
                 )
-                for name, units in (("keep_alive", args.requests), ("handshake", handshakes_done)):
+                against = {
+                    "keep_alive": (
+                        setup if args.net else base,
+                        net_units if args.net else args.requests,
+                    ),
+                    "handshake": (base, handshakes_done),
+                }
+                for name, (ref_run, units) in against.items():
+                    if not row[name]:
+                        continue
                     if "error" in row[name]:
                         print(f"  {name}: {row[name]['error']}")
                     elif args.top:
                         top = top_differences(
-                            row[name]["costs"], base.get("costs", {}), units, args.top
+                            row[name]["costs"], ref_run.get("costs", {}), units, args.top
                         )
                         row[name]["top"] = top
                         for line in top:
                             print(f"  {name} per unit: {line}")
-                for r in (base, ka, hs):
+                for r in (base, ka, hs, setup):
                     r.pop("costs", None)
     for kind in args.keys:
         ref = next(
@@ -335,9 +380,15 @@ def main(argv: list[str] | None = None) -> int:
             None,
         )
         for r in rows:
-            if r["key"] == kind and ref and "per_request" in r:
-                r["request_vs_granian"] = round(r["per_request"] / ref["per_request"], 2)
-                r["handshake_vs_granian"] = round(r["per_handshake"] / ref["per_handshake"], 2)
+            if r["key"] != kind or not ref:
+                continue
+            for mine, vs in (
+                ("per_request", "request_vs_granian"),
+                ("net_per_request", "net_request_vs_granian"),
+                ("per_handshake", "handshake_vs_granian"),
+            ):
+                if r.get(mine) and ref.get(mine):
+                    r[vs] = round(r[mine] / ref[mine], 2)
     result = {
         "suite": "https_callgrind",
         "requests": args.requests,
@@ -346,11 +397,15 @@ def main(argv: list[str] | None = None) -> int:
         "rows": rows,
     }
     (harness.BENCH_DIR / "results" / args.name).write_text(json.dumps(result, indent=2) + "\n")
-    print("| key | server | instr/request | × granian | instr/handshake | × granian |")
-    print("|---|---|---:|---:|---:|---:|")
+    print(
+        "| key | server | instr/request | × granian | net instr/request | × granian "
+        "| instr/handshake | × granian |"
+    )
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         print(
             f"| {r['key']} | {r['subject']} | {_n(r.get('per_request'))} | {r.get('request_vs_granian', '—')} "
+            f"| {_n(r.get('net_per_request'))} | {r.get('net_request_vs_granian', '—')} "
             f"| {_n(r.get('per_handshake'))} | {r.get('handshake_vs_granian', '—')} |"
         )
     return 0

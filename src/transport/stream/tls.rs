@@ -74,7 +74,10 @@ impl TlsConfig {
     }
 }
 
-/// A connection's TLS: the session and two buffers kept for their capacity.
+/// The largest records buffer a connection keeps between writes: a few records' worth.
+const KEEP_RECORDS: usize = 64 * 1024;
+
+/// A connection's TLS: the session and three buffers kept for their capacity.
 pub(super) struct TlsState {
     session: Session,
     server_cert: Py<PyAny>,
@@ -83,6 +86,9 @@ pub(super) struct TlsState {
     environ: Option<Py<PyDict>>,
     plain: Vec<u8>,
     out: Vec<u8>,
+    /// What `encrypt` writes the protocol's records into (not `out`: a response written
+    /// while a read's output is taken would find it empty).
+    records: Vec<u8>,
 }
 
 /// Ciphertext as it arrived: a slice, or a read still in the loop's ring buffers (copied
@@ -197,13 +203,27 @@ impl StreamIO {
         }
     }
 
-    /// Encrypt `payload` for sending; `None` when this transport has no TLS.
+    /// Encrypt `payload` for sending; `None` when this transport has no TLS. The records come
+    /// in the connection's kept buffer: hand it back with `give_back_records` once sent.
     pub(super) fn encrypt(&self, py: Python<'_>, payload: &[u8]) -> PyResult<Option<Vec<u8>>> {
         let mut st = self.st.borrow_mut(py)?;
         let Some(t) = st.tls.as_deref_mut() else { return Ok(None) };
-        let mut out = Vec::with_capacity(payload.len() + 64);
+        let mut out = std::mem::take(&mut t.records);
         t.session.encrypt(payload, &mut out);
         Ok(Some(out))
+    }
+
+    /// Keep an emptied records buffer's capacity for the next write, unless a large
+    /// body made it large (an idle connection should not hold it).
+    pub(super) fn give_back_records(&self, py: Python<'_>, mut out: Vec<u8>) -> PyResult<()> {
+        let mut st = self.st.borrow_mut(py)?;
+        if let Some(t) = st.tls.as_deref_mut() {
+            if t.records.capacity() < out.capacity() && out.capacity() <= KEEP_RECORDS {
+                out.clear();
+                t.records = out;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -212,7 +232,7 @@ impl StreamIO {
     /// Serve this connection with TLS (before its first read).
     fn enable_tls(&self, py: Python<'_>, config: &Bound<'_, TlsConfig>) -> PyResult<()> {
         let c = config.get();
-        let state = TlsState { session: Session::new(&c.cfg), server_cert: c.server_cert.clone_ref(py), environ: None, plain: Vec::new(), out: Vec::new() };
+        let state = TlsState { session: Session::new(&c.cfg), server_cert: c.server_cert.clone_ref(py), environ: None, plain: Vec::new(), out: Vec::new(), records: Vec::new() };
         self.st.borrow_mut(py)?.tls = Some(Box::new(state));
         Ok(())
     }

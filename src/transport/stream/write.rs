@@ -335,7 +335,9 @@ impl StreamIO {
         // TLS: the records go out instead (checked first: a refused write must not have
         // advanced the session).
         if let Some(records) = this.encrypt(py, payload)? {
-            return Self::send_or_queue(slf, &records, None);
+            let next = Self::send_or_queue(slf, &records, None);
+            this.give_back_records(py, records)?;
+            return next;
         }
         Self::send_or_queue(slf, payload, bytes)
     }
