@@ -40,6 +40,8 @@ from . import _core, _tls_info
 _Base = selector_events._SelectorSocketTransport
 # 3.15's transports, `_start_serving` and `_accept_connection2` take the protocol's `context`.
 _CONTEXT_HOOKS = sys.version_info >= (3, 15)
+# 3.13's asyncio.Server keeps its transports (close_clients): _attach/_detach take one.
+_ATTACH_TAKES_TRANSPORT = sys.version_info >= (3, 13)
 # A TLS connection that fails (bad input, a handshake timeout) is the client's business:
 # said at debug, under the server's logger (`ringloop serve --log-level debug` shows it).
 _tls_log = logging.getLogger("ringloop.server.tls")
@@ -356,7 +358,12 @@ class StreamTransportsMixin:
         # served on readiness: the kernel hands every connection to the oldest multishot accept
         # waiting on it, so one process would get them all, where readiness wakes each.
         shared = fd in self._shared_listeners if isinstance(fd, int) else False
-        token = self._accept_start(fd, on_accept) if isinstance(fd, int) and not shared else None
+        token = None
+        if isinstance(fd, int) and not shared:
+            callback = self._native_accept(serving, on_accept) or on_accept
+            token = self._accept_start(fd, callback)
+            if token is not None and callback is not on_accept:
+                self._native_accepts[fd] = callback
         if token is None:  # epoll: asyncio's accept-on-readiness loop
             if _CONTEXT_HOOKS:
                 _Sel._start_serving(self, *serving)
@@ -371,6 +378,27 @@ class StreamTransportsMixin:
 
     _accept_connection = _Sel._accept_connection
 
+    def _native_accept(self, serving, on_accept):
+        """The accept's completion handler that sets connections up natively, with no Python
+        code (docs/native-accept.md), if the protocol is native; else None. An accept error
+        still goes to `on_accept`."""
+        tls = serving.sslcontext
+        if not (
+            getattr(serving.protocol_factory, "_ringloop_native", False)
+            and serving.context is None
+            and (tls is None or isinstance(tls, _core.TlsConfig))
+        ):
+            return None
+        return _core.NativeAccept(
+            self,
+            serving.protocol_factory,
+            serving.server,
+            on_accept,
+            tls=tls,
+            handshake_timeout=serving.ssl_handshake_timeout if tls is not None else None,
+            server_takes_transport=_ATTACH_TAKES_TRANSPORT,
+        )
+
     def _stop_serving(self, sock):
         # Python 3.13+ (create_unix_server's cleanup_socket): the path goes with the server
         # if it still names this socket, asyncio's own rule.
@@ -380,6 +408,10 @@ class StreamTransportsMixin:
         token = self._accepting.pop(fd, None)
         handed_over = fd in self._handover.listeners
         self._handover.listeners.discard(fd)
+        acceptor = self._native_accepts.pop(fd, None)
+        if acceptor is not None:
+            # What the accept still delivers: served uncounted if handed over, else closed.
+            acceptor.hand_over() if handed_over else acceptor.stop()
         if token is None:
             # Readiness (epoll): nothing was accepted that is not served already; what waits
             # in the listener's queue is the successor's.
@@ -535,9 +567,19 @@ class StreamTransportsMixin:
         self.create_task(accept, context=conn_context)
 
     def _stop_accepting(self, sock):
+        acceptor = self._native_accepts.pop(sock.fileno(), None)
+        if acceptor is not None:
+            acceptor.stop()
         token = self._accepting.pop(sock.fileno(), None)
         if token is not None:
             self._accept_stop(token)
+
+    async def sendfile(self, transport, file, offset=0, count=None, *, fallback=True):
+        if type(transport) is _core.NativeTransport:
+            # A natively accepted connection (pathsend, wsgi.file_wrapper): read and write,
+            # which also encrypts under TLS.
+            return await _native_sendfile(transport, file, offset, count)
+        return await super().sendfile(transport, file, offset, count, fallback=fallback)
 
     def _make_socket_transport(
         self, sock, protocol, waiter=None, *, extra=None, server=None, context=None
@@ -578,6 +620,37 @@ class StreamTransportsMixin:
         )
         StreamTransport(self, rawsock, ssl_protocol, extra=extra, server=server, context=context)
         return ssl_protocol._app_transport
+
+
+# One read of a file `loop.sendfile` sends over a native transport.
+_SENDFILE_BLOCK = 256 * 1024
+
+
+async def _native_sendfile(transport, file, offset, count):
+    """`loop.sendfile` on a `_core.NativeTransport`: asyncio's fallback (read, write, wait
+    while the transport's buffer is above its high-water mark), without its protocol swap.
+    The file's position ends past what was sent, as asyncio leaves it."""
+    if transport.is_closing():
+        raise RuntimeError("Transport is closing")
+    fd = file.fileno()
+    sent = 0
+    try:
+        while count is None or sent < count:
+            want = _SENDFILE_BLOCK if count is None else min(_SENDFILE_BLOCK, count - sent)
+            data = os.pread(fd, want, offset + sent)
+            if not data:
+                break
+            if transport.is_closing():
+                raise ConnectionError("Connection closed by peer")
+            transport.write(data)
+            sent += len(data)
+            drained = transport._drained()
+            if drained is not None:
+                await drained
+        return sent
+    finally:
+        if sent:
+            file.seek(offset + sent)
 
 
 class _WithContext:

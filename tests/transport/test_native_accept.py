@@ -1,0 +1,261 @@
+"""Connections accepted natively (docs/native-accept.md), pinned to asyncio's behaviour.
+
+A protocol factory marked `_ringloop_native` (what `ringloop serve` gives `create_server`) has
+each connection set up with no Python code on ringloop's io_uring loop: a
+`_core.NativeTransport` instead of asyncio's transport. Each test is written once and runs on
+every loop kind: stock asyncio and ringloop on epoll ignore the mark (asyncio's accept path),
+so they are the oracle the native path must match — the protocol's callbacks in order, peer
+and local addresses, flow control, close with data pending, EOF kept open, the
+`asyncio.Server`'s count of connections, an error setting one up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import hashlib
+import socket
+import sys
+
+import pytest
+from transport_helpers import LONG, Recorder, run
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def marked(factory, *args, **kw):
+    """`factory` as `ringloop serve` hands its protocol factory over: served natively."""
+    f = functools.partial(factory, *args, **kw)
+    f._ringloop_native = True
+    return f
+
+
+def active(server: asyncio.AbstractServer) -> int:
+    """The connections an asyncio.Server counts (3.13+ keeps the transports)."""
+    clients = getattr(server, "_clients", None)
+    return len(clients) if clients is not None else server._active_count
+
+
+class Echo(Recorder):
+    """Echoes what it reads; closes at the client's EOF (returns False)."""
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        self.transport.write(data)
+
+
+async def serve(loop, family, factory):
+    sock = family.listen_socket()
+    server = await loop.create_server(factory, sock=sock)
+    return server, sock.getsockname()
+
+
+def check_native(loop, transport) -> None:
+    """On ringloop's io_uring loop the mark must take effect (else these tests prove nothing)."""
+    if getattr(loop, "backend", None) == "io_uring":
+        assert type(transport).__name__ == "NativeTransport", type(transport)
+    else:
+        assert type(transport).__name__ != "NativeTransport", type(transport)
+
+
+def test_many_connections_each_served_with_its_addresses(loop, family):
+    n = 64
+    protos: list[Echo] = []
+
+    def factory():
+        p = Echo()
+        protos.append(p)
+        return p
+
+    async def client(addr, i):
+        reader, writer = await _open(family, addr)
+        msg = b"hello %d\n" % i
+        writer.write(msg)
+        assert await reader.readexactly(len(msg)) == msg
+        own = writer.get_extra_info("sockname")
+        writer.close()
+        await writer.wait_closed()
+        return own
+
+    async def main():
+        server, addr = await serve(loop, family, marked(factory))
+        names = await asyncio.gather(*(client(addr, i) for i in range(n)))
+        await asyncio.wait_for(asyncio.gather(*(p.lost for p in protos)), LONG)
+        assert active(server) == 0
+        server.close()
+        await server.wait_closed()
+        return addr, names
+
+    addr, names = run(loop, main())
+    assert len(protos) == n
+    for p in protos:
+        check_native(loop, p.transport)
+        assert p.events[0] == "made" and p.events[-2:] == ["eof", "lost"], p.events
+        assert p.lost_calls == 1 and not p.after_lost
+        assert p.transport.is_closing()
+    if family.name == "tcp":
+        peers = sorted(p.transport.get_extra_info("peername") for p in protos)
+        assert peers == sorted(names)
+        assert {p.transport.get_extra_info("sockname") for p in protos} == {addr}
+    else:
+        assert {p.transport.get_extra_info("sockname") for p in protos} == {addr}
+
+
+async def _open(family, addr):
+    if family.name == "tcp":
+        return await asyncio.open_connection(*addr)
+    return await asyncio.open_unix_connection(addr)
+
+
+def test_server_counts_connections_until_they_close(loop, family):
+    protos: list[Echo] = []
+
+    def factory():
+        p = Echo()
+        protos.append(p)
+        return p
+
+    async def main():
+        server, addr = await serve(loop, family, marked(factory))
+        reader, writer = await _open(family, addr)
+        writer.write(b"x")
+        assert await reader.readexactly(1) == b"x"
+        assert active(server) == 1
+        server.close()
+        closed = asyncio.ensure_future(server.wait_closed())
+        # Still served after the server closed: it no longer accepts, it does not cut.
+        writer.write(b"y")
+        assert await reader.readexactly(1) == b"y"
+        assert active(server) == 1
+        if sys.version_info >= (3, 12, 1):  # before, wait_closed() did not wait (gh-79033)
+            assert not closed.done()
+        with pytest.raises(OSError):
+            await _open(family, addr)
+        protos[0].transport.close()
+        assert await reader.read() == b""
+        await asyncio.wait_for(closed, LONG)
+        assert active(server) == 0
+        writer.close()
+
+    run(loop, main())
+    check_native(loop, protos[0].transport)
+    assert protos[0].lost_calls == 1
+
+
+class Flood(Recorder):
+    """Writes `size` bytes at once, then closes: the buffer drains before the end."""
+
+    # More than loopback's socket buffers can take (tcp_wmem + tcp_rmem maxima): the write
+    # must leave most of it in the transport's buffer.
+    size = 32 * 1024 * 1024
+
+    def connection_made(self, transport) -> None:
+        super().connection_made(transport)
+        self.payload = bytes(range(256)) * (self.size // 256)
+        transport.write(self.payload)
+        transport.close()
+
+
+def test_close_with_data_pending_delivers_it_all_with_flow_control(loop):
+    protos: list[Flood] = []
+
+    def factory():
+        p = Flood()
+        protos.append(p)
+        return p
+
+    async def main():
+        server, addr = await serve(loop, _Tcp(), marked(factory))
+        sock = socket.create_connection(addr)
+        sock.setblocking(False)
+        got = bytearray()
+        while True:
+            chunk = await loop.sock_recv(sock, 1 << 16)
+            if not chunk:
+                break
+            got += chunk
+        sock.close()
+        await asyncio.wait_for(protos[0].lost, LONG)
+        server.close()
+        return bytes(got)
+
+    got = run(loop, main())
+    p = protos[0]
+    check_native(loop, p.transport)
+    assert hashlib.sha256(got).digest() == hashlib.sha256(p.payload).digest()
+    assert p.pauses >= 1 and p.resumes == p.pauses, (p.pauses, p.resumes)
+    assert p.events[0] == "made" and p.events[-1] == "lost" and p.lost_calls == 1
+
+
+class KeepOpen(Recorder):
+    """At EOF keeps the connection open, answers, and half-closes."""
+
+    def eof_received(self):
+        super().eof_received()
+        self.transport.write(b"bye")
+        self.transport.write_eof()
+        return True
+
+
+def test_eof_kept_open_answers_then_half_closes(loop, family):
+    protos: list[KeepOpen] = []
+
+    def factory():
+        p = KeepOpen()
+        protos.append(p)
+        return p
+
+    async def main():
+        server, addr = await serve(loop, family, marked(factory))
+        reader, writer = await _open(family, addr)
+        writer.write(b"hi")
+        writer.write_eof()
+        assert await reader.read() == b"bye"  # then EOF
+        assert not protos[0].lost.done()
+        protos[0].transport.close()
+        await asyncio.wait_for(protos[0].lost, LONG)
+        writer.close()
+        server.close()
+
+    run(loop, main())
+    p = protos[0]
+    check_native(loop, p.transport)
+    assert bytes(p.data) == b"hi"
+    assert p.events == ["made", "data", "eof", "lost"]
+
+
+def test_a_factory_that_fails_is_reported_in_debug_mode(loop, loop_errors):
+    called = loop.create_future()
+
+    def factory():
+        called.set_result(None)
+        raise ValueError("no protocol today")
+
+    async def main():
+        server, addr = await serve(loop, _Tcp(), marked(factory))
+        reader, writer = await asyncio.open_connection(*addr)
+        # The report is made in the same step that called the factory, before this resumes.
+        await called
+        writer.close()
+        server.close()
+
+    loop.set_debug(True)  # asyncio reports it in debug mode only
+    run(loop, main())
+    made = [
+        c
+        for c in loop_errors
+        if c.get("message") == "Error on transport creation for incoming connection"
+    ]
+    assert len(made) == 1 and isinstance(made[0]["exception"], ValueError), loop_errors
+    loop_errors.clear()
+
+
+class _Tcp:
+    name = "tcp"
+
+    def listen_socket(self, backlog: int = 128) -> socket.socket:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(backlog)
+        sock.setblocking(False)
+        return sock
