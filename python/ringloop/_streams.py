@@ -358,13 +358,18 @@ class StreamTransportsMixin:
         # served on readiness: the kernel hands every connection to the oldest multishot accept
         # waiting on it, so one process would get them all, where readiness wakes each.
         shared = fd in self._shared_listeners if isinstance(fd, int) else False
+        acceptor = self._native_accept(serving, on_accept) if isinstance(fd, int) else None
         token = None
         if isinstance(fd, int) and not shared:
-            callback = self._native_accept(serving, on_accept) or on_accept
-            token = self._accept_start(fd, callback)
-            if token is not None and callback is not on_accept:
-                self._native_accepts[fd] = callback
-        if token is None:  # epoll: asyncio's accept-on-readiness loop
+            token = self._accept_start(fd, acceptor or on_accept)
+        if acceptor is not None:
+            self._native_accepts[fd] = acceptor
+            if token is None:
+                # Readiness (epoll, a shared listener): the acceptor is the listener's reader.
+                self._add_reader(fd, acceptor._on_readable)
+        if token is not None:
+            self._accepting[fd] = token
+        elif acceptor is None:  # asyncio's accept-on-readiness loop
             if _CONTEXT_HOOKS:
                 _Sel._start_serving(self, *serving)
             elif context is not None:
@@ -373,8 +378,6 @@ class StreamTransportsMixin:
                 context.run(_Sel._start_serving, self, *serving[:-1])
             else:
                 _Sel._start_serving(self, *serving[:-1])
-        else:
-            self._accepting[fd] = token
 
     _accept_connection = _Sel._accept_connection
 
@@ -397,6 +400,8 @@ class StreamTransportsMixin:
             tls=tls,
             handshake_timeout=serving.ssl_handshake_timeout if tls is not None else None,
             server_takes_transport=_ATTACH_TAKES_TRANSPORT,
+            listener=serving.sock.fileno(),
+            backlog=serving.backlog,
         )
 
     def _stop_serving(self, sock):
@@ -567,12 +572,15 @@ class StreamTransportsMixin:
         self.create_task(accept, context=conn_context)
 
     def _stop_accepting(self, sock):
-        acceptor = self._native_accepts.pop(sock.fileno(), None)
+        fd = sock.fileno()
+        acceptor = self._native_accepts.pop(fd, None)
         if acceptor is not None:
             acceptor.stop()
-        token = self._accepting.pop(sock.fileno(), None)
+        token = self._accepting.pop(fd, None)
         if token is not None:
             self._accept_stop(token)
+        elif acceptor is not None:
+            self._remove_reader(fd)  # a native acceptor on readiness
 
     async def sendfile(self, transport, file, offset=0, count=None, *, fallback=True):
         if type(transport) is _core.NativeTransport:

@@ -1,10 +1,10 @@
 """Connections accepted natively (docs/native-accept.md), pinned to asyncio's behaviour.
 
 A protocol factory marked `_ringloop_native` (what `ringloop serve` gives `create_server`) has
-each connection set up with no Python code on ringloop's io_uring loop: a
-`_core.NativeTransport` instead of asyncio's transport. Each test is written once and runs on
-every loop kind: stock asyncio and ringloop on epoll ignore the mark (asyncio's accept path),
-so they are the oracle the native path must match — the protocol's callbacks in order, peer
+each connection set up with no Python code on ringloop's loops (io_uring: in the multishot
+accept's completion; epoll: in the listener's reader): a `_core.NativeTransport` instead of
+asyncio's transport. Each test is written once and runs on every loop kind: stock asyncio
+ignores the mark (its own accept path), so it is the oracle the native path must match — the protocol's callbacks in order, peer
 and local addresses, flow control, close with data pending, EOF kept open, the
 `asyncio.Server`'s count of connections, an error setting one up.
 """
@@ -12,22 +12,14 @@ and local addresses, flow control, close with data pending, EOF kept open, the
 from __future__ import annotations
 
 import asyncio
-import functools
 import hashlib
 import socket
 import sys
 
 import pytest
-from transport_helpers import LONG, Recorder, run
+from transport_helpers import LONG, Recorder, marked_native, run
 
 pytestmark = pytest.mark.timeout(120)
-
-
-def marked(factory, *args, **kw):
-    """`factory` as `ringloop serve` hands its protocol factory over: served natively."""
-    f = functools.partial(factory, *args, **kw)
-    f._ringloop_native = True
-    return f
 
 
 def active(server: asyncio.AbstractServer) -> int:
@@ -51,11 +43,10 @@ async def serve(loop, family, factory):
 
 
 def check_native(loop, transport) -> None:
-    """On ringloop's io_uring loop the mark must take effect (else these tests prove nothing)."""
-    if getattr(loop, "backend", None) == "io_uring":
-        assert type(transport).__name__ == "NativeTransport", type(transport)
-    else:
-        assert type(transport).__name__ != "NativeTransport", type(transport)
+    """On ringloop's loops (io_uring: the multishot accept; epoll: the listener's reader) the
+    mark must take effect, else these tests prove nothing; stock asyncio ignores it."""
+    native = type(transport).__name__ == "NativeTransport"
+    assert native == hasattr(loop, "_native_accepts"), type(transport)
 
 
 def test_many_connections_each_served_with_its_addresses(loop, family):
@@ -78,7 +69,7 @@ def test_many_connections_each_served_with_its_addresses(loop, family):
         return own
 
     async def main():
-        server, addr = await serve(loop, family, marked(factory))
+        server, addr = await serve(loop, family, marked_native(factory))
         names = await asyncio.gather(*(client(addr, i) for i in range(n)))
         await asyncio.wait_for(asyncio.gather(*(p.lost for p in protos)), LONG)
         assert active(server) == 0
@@ -116,7 +107,7 @@ def test_server_counts_connections_until_they_close(loop, family):
         return p
 
     async def main():
-        server, addr = await serve(loop, family, marked(factory))
+        server, addr = await serve(loop, family, marked_native(factory))
         reader, writer = await _open(family, addr)
         writer.write(b"x")
         assert await reader.readexactly(1) == b"x"
@@ -165,7 +156,7 @@ def test_close_with_data_pending_delivers_it_all_with_flow_control(loop):
         return p
 
     async def main():
-        server, addr = await serve(loop, _Tcp(), marked(factory))
+        server, addr = await serve(loop, _Tcp(), marked_native(factory))
         sock = socket.create_connection(addr)
         sock.setblocking(False)
         got = bytearray()
@@ -206,7 +197,7 @@ def test_eof_kept_open_answers_then_half_closes(loop, family):
         return p
 
     async def main():
-        server, addr = await serve(loop, family, marked(factory))
+        server, addr = await serve(loop, family, marked_native(factory))
         reader, writer = await _open(family, addr)
         writer.write(b"hi")
         writer.write_eof()
@@ -232,7 +223,7 @@ def test_a_factory_that_fails_is_reported_in_debug_mode(loop, loop_errors):
         raise ValueError("no protocol today")
 
     async def main():
-        server, addr = await serve(loop, _Tcp(), marked(factory))
+        server, addr = await serve(loop, _Tcp(), marked_native(factory))
         reader, writer = await asyncio.open_connection(*addr)
         # The report is made in the same step that called the factory, before this resumes.
         await called

@@ -5,8 +5,10 @@
 //! `_start_serving` gives the loop's accept this object instead of `_on_accepted` (see
 //! docs/native-accept.md for which listeners qualify).
 //!
-//! A completion that is an error goes to `fallback` (asyncio's handling of accept errors, in
-//! Python: rare). A connection accepted after `stop()` is closed (nobody would serve it);
+//! Where the loop has no multishot accept (epoll) or the listener is shared with other
+//! processes, the same object is the listener's reader (`_on_readable`: `accept4` until
+//! nothing waits). A completion that is an error goes to `fallback` (asyncio's handling of
+//! accept errors, in Python: rare). A connection accepted after `stop()` is closed (nobody would serve it);
 //! after `hand_over()` it is served, uncounted by the closed server.
 
 use std::os::fd::RawFd;
@@ -34,6 +36,10 @@ pub struct NativeAccept {
     tls: Option<Py<TlsConfig>>,
     handshake_timeout: Option<f64>,
     server_takes_transport: bool,
+    /// On readiness (`_on_readable`): the listening socket, and at most this many accepts
+    /// per readiness event (asyncio's `backlog` rule).
+    listener: RawFd,
+    backlog: u32,
     st: GilCell<Acceptor>,
 }
 
@@ -138,7 +144,8 @@ impl NativeAccept {
 #[pymethods]
 impl NativeAccept {
     #[new]
-    #[pyo3(signature = (loop_, factory, server, fallback, tls = None, handshake_timeout = None, server_takes_transport = false))]
+    #[pyo3(signature = (loop_, factory, server, fallback, tls = None, handshake_timeout = None, server_takes_transport = false, listener = -1, backlog = 100))]
+    #[allow(clippy::too_many_arguments)] // Python's keyword arguments, named at the call
     fn py_new(
         loop_: &Bound<'_, PyAny>,
         factory: Py<PyAny>,
@@ -147,6 +154,8 @@ impl NativeAccept {
         tls: Option<Py<TlsConfig>>,
         handshake_timeout: Option<f64>,
         server_takes_transport: bool,
+        listener: RawFd,
+        backlog: u32,
     ) -> PyResult<Self> {
         Ok(NativeAccept {
             loop_: loop_.cast::<LoopCore>()?.clone().unbind(),
@@ -155,6 +164,8 @@ impl NativeAccept {
             tls,
             handshake_timeout: handshake_timeout.filter(|t| *t > 0.0),
             server_takes_transport,
+            listener,
+            backlog: backlog.max(1),
             st: GilCell::new(Acceptor { server, stopped: false }),
         })
     }
@@ -171,6 +182,33 @@ impl NativeAccept {
             return Ok(());
         }
         Self::set_up(slf, res)
+    }
+
+    /// The listening socket's reader (epoll, or a listener shared with other processes):
+    /// accept what is waiting, as asyncio's `_accept_connection` does, each connection set up
+    /// as a completion's. An error other than "nothing more" goes to `fallback` as -errno.
+    fn _on_readable(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let py = slf.py();
+        let this = slf.get();
+        for _ in 0..this.backlog {
+            if this.st.borrow(py)?.stopped {
+                return Ok(());
+            }
+            // SAFETY: accept4 with null address arguments on the listening socket we were
+            // given; the fd it returns is ours.
+            let fd = unsafe { libc::accept4(this.listener, std::ptr::null_mut(), std::ptr::null_mut(), libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC) };
+            if fd >= 0 {
+                Self::set_up(slf, fd)?;
+                continue;
+            }
+            let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO);
+            match errno {
+                libc::EINTR | libc::ECONNABORTED => continue,
+                libc::EAGAIN => return Ok(()),
+                _ => return this.fallback.call1(py, (-errno,)).map(drop),
+            }
+        }
+        Ok(())
     }
 
     /// Serving stopped: connections still delivered are closed.

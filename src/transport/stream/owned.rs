@@ -214,9 +214,11 @@ impl NativeTransport {
         self.io.bind(py).call_method1(intern!(py, "write"), (data,)).map(drop)
     }
 
-    fn can_write_eof(&self, py: Python<'_>) -> PyResult<bool> {
-        // A TLS stream has no half-close (asyncio's SSL transport says the same).
-        Ok(!self.st.borrow(py)?.tls)
+    /// As `StreamTransport`'s (asyncio's selector transport), with or without TLS: an error
+    /// answer then half-closes TCP and reads what the client still sends, so a client still
+    /// sending its body gets to read the answer instead of a reset.
+    fn can_write_eof(&self) -> bool {
+        true
     }
 
     /// asyncio's `write_eof`: shut the write side once the buffer is out.
