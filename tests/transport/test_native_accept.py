@@ -22,6 +22,18 @@ from transport_helpers import LONG, Recorder, marked_native, run
 pytestmark = pytest.mark.timeout(120)
 
 
+def collecting(cls):
+    """A marked factory of `cls` protocols, and the list of those it made."""
+    made: list = []
+
+    def factory():
+        p = cls()
+        made.append(p)
+        return p
+
+    return marked_native(factory), made
+
+
 def active(server: asyncio.AbstractServer) -> int:
     """The connections an asyncio.Server counts (3.13+ keeps the transports)."""
     clients = getattr(server, "_clients", None)
@@ -51,12 +63,7 @@ def check_native(loop, transport) -> None:
 
 def test_many_connections_each_served_with_its_addresses(loop, family):
     n = 64
-    protos: list[Echo] = []
-
-    def factory():
-        p = Echo()
-        protos.append(p)
-        return p
+    factory, protos = collecting(Echo)
 
     async def client(addr, i):
         reader, writer = await _open(family, addr)
@@ -69,7 +76,7 @@ def test_many_connections_each_served_with_its_addresses(loop, family):
         return own
 
     async def main():
-        server, addr = await serve(loop, family, marked_native(factory))
+        server, addr = await serve(loop, family, factory)
         names = await asyncio.gather(*(client(addr, i) for i in range(n)))
         await asyncio.wait_for(asyncio.gather(*(p.lost for p in protos)), LONG)
         assert active(server) == 0
@@ -99,15 +106,10 @@ async def _open(family, addr):
 
 
 def test_server_counts_connections_until_they_close(loop, family):
-    protos: list[Echo] = []
-
-    def factory():
-        p = Echo()
-        protos.append(p)
-        return p
+    factory, protos = collecting(Echo)
 
     async def main():
-        server, addr = await serve(loop, family, marked_native(factory))
+        server, addr = await serve(loop, family, factory)
         reader, writer = await _open(family, addr)
         writer.write(b"x")
         assert await reader.readexactly(1) == b"x"
@@ -148,15 +150,10 @@ class Flood(Recorder):
 
 
 def test_close_with_data_pending_delivers_it_all_with_flow_control(loop):
-    protos: list[Flood] = []
-
-    def factory():
-        p = Flood()
-        protos.append(p)
-        return p
+    factory, protos = collecting(Flood)
 
     async def main():
-        server, addr = await serve(loop, _Tcp(), marked_native(factory))
+        server, addr = await serve(loop, _Tcp(), factory)
         sock = socket.create_connection(addr)
         sock.setblocking(False)
         got = bytearray()
@@ -189,15 +186,10 @@ class KeepOpen(Recorder):
 
 
 def test_eof_kept_open_answers_then_half_closes(loop, family):
-    protos: list[KeepOpen] = []
-
-    def factory():
-        p = KeepOpen()
-        protos.append(p)
-        return p
+    factory, protos = collecting(KeepOpen)
 
     async def main():
-        server, addr = await serve(loop, family, marked_native(factory))
+        server, addr = await serve(loop, family, factory)
         reader, writer = await _open(family, addr)
         writer.write(b"hi")
         writer.write_eof()
@@ -223,7 +215,7 @@ def test_a_factory_that_fails_is_reported_in_debug_mode(loop, loop_errors):
         raise ValueError("no protocol today")
 
     async def main():
-        server, addr = await serve(loop, _Tcp(), marked_native(factory))
+        server, addr = await serve(loop, _Tcp(), factory)
         reader, writer = await asyncio.open_connection(*addr)
         # The report is made in the same step that called the factory, before this resumes.
         await called
