@@ -430,7 +430,11 @@ def test_gc_and_a_wait_in_one_slice(run):
     b = _the_block(run(_sleep_then_collect(own)), "gc")
     _near(_share(b, "gc"), own["gc"], b)
     _near(_app(b), own["wait"], b)
-    assert any(c.cause in ("wait", "sleep") and c.application for c in b.causes), str(b)
+    # `unknown` where the watchdog's baseline came only inside the collection (a busy
+    # machine): the sampler's share, the collection taken out, then leaves too little to
+    # tell a sleep from a spin (see `_outside_gc`). Never `cpu`.
+    app = [c for c in b.causes if c.application]
+    assert app and all(c.cause in ("wait", "sleep", "unknown") for c in app), str(b)
 
 
 def test_a_wait_before_a_collection_read_late_is_still_a_wait(run, monkeypatch):
@@ -438,9 +442,12 @@ def test_a_wait_before_a_collection_read_late_is_still_a_wait(run, monkeypatch):
     CPU). The application's CPU then cannot be read from its baseline on, and the sampler's
     share over the slice is mostly the collection's CPU (in stop 28's CI an 80 ms sleep came
     out as `cpu`). ringloop's native sampler covers the slice from its own arm point whatever
-    the watchdog does: with the collection taken out, the sleep is a wait. A Python watchdog
-    that armed late took its first sample late too: nothing saw the sleep, and `unknown` is
-    the truth; `cpu` never is."""
+    the watchdog does, and its samples outside the collection tell a wait (in stop 29's CI,
+    under load, 11 of the 39 found the thread runnable: too few to tell, so `unknown`). A
+    Python watchdog that armed late took its first sample late too: nothing saw the sleep,
+    and `unknown` is the truth; `cpu` never is (stop 29: on stock asyncio, with no sample
+    taken — the watchdog waited for the GIL through the collection — the slice was read as
+    one C call holding the GIL)."""
     from ringloop.watch import watchdog
 
     arm = watchdog.Watchdog._arm
@@ -457,8 +464,7 @@ def test_a_wait_before_a_collection_read_late_is_still_a_wait(run, monkeypatch):
     b = _the_block(run(_sleep_then_collect(own, late)), "gc")
     _near(_share(b, "gc"), own["gc"], b)
     app = [c for c in b.causes if c.application]
-    kinds = ("wait", "sleep") if run.backend == "ringloop" else ("wait", "sleep", "unknown")
-    assert app and all(c.cause in kinds for c in app), str(b)
+    assert app and all(c.cause in ("wait", "sleep", "unknown") for c in app), str(b)
 
 
 def test_starvation_and_gc_in_one_slice(run):

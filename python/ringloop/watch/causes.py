@@ -370,6 +370,15 @@ def gc_in(thread_ident: int, lo: int, hi: int) -> tuple[int, int, int, int]:
     return ns, n, gen, collected
 
 
+def gc_spans(thread_ident: int, lo: int, hi: int) -> list[tuple[int, int]]:
+    """The (start, end) of each collection run by thread ``thread_ident`` inside ``[lo, hi]``."""
+    return [
+        (s, e)
+        for ident, s, e, *_ in list(_gc_events)
+        if ident == thread_ident and lo < e and s < hi
+    ]
+
+
 def gc_sum(
     thread_ident: int, lo: int, hi: int
 ) -> tuple[int, int, int, int, int | None, int | None]:
@@ -487,8 +496,7 @@ def breakdown(ev: Evidence) -> tuple[list[Cause], int | None]:
         )
     app_cpu: int | None = None
     started: Cause | None = None
-    gil = _gil(ev)
-    held = gil.evidence.pop("_held_waits", {}) if gil is not None else {}
+    gil, held = _gil(ev)
     b, e = ev.base, ev.end
     # The earliest reading inside the slice if it came early (a quarter of the slice at
     # most: the rest is extrapolated), else the latest from before it. One from before also
@@ -665,8 +673,10 @@ def _after_collection(thread_ident: int, b: Snapshot) -> Snapshot:
 _MIN_GIL_NS = 2_000_000  # a watchdog this late may just have been slow to be scheduled
 
 
-def _gil(ev: Evidence) -> Cause | None:
-    """The loop thread's wait for a GIL another thread held, from the watchdog's late wakes."""
+def _gil(ev: Evidence) -> tuple[Cause | None, dict[int, int]]:
+    """The loop thread's wait for a GIL another thread held, from the watchdog's late wakes,
+    and per holder (kernel thread id) the part of that wait it spent waiting for a CPU itself
+    (see `_started_since`)."""
     wait = 0
     holders: dict[int, int] = {}
     held: dict[int, int] = {}
@@ -698,7 +708,7 @@ def _gil(ev: Evidence) -> Cause | None:
         # What of it the holder spent waiting for a CPU itself (its clock ran for the rest).
         held[best] = held.get(best, 0) + max(0, waited - best_cpu * span // whole)
     if wait < _MIN_GIL_NS:
-        return None
+        return None, held
     holder = max(holders, key=holders.__getitem__)
     ident = next((t.ident for t in list(threading._active.values()) if t.native_id == holder), None)  # noqa: SLF001
     evidence: dict[str, Any] = {
@@ -707,5 +717,4 @@ def _gil(ev: Evidence) -> Cause | None:
     }
     if ident is not None:
         evidence["ident"] = ident
-    evidence["_held_waits"] = held  # for `breakdown`, which takes it out
-    return Cause("gil", wait / 1e9, evidence)
+    return Cause("gil", wait / 1e9, evidence), held

@@ -20,7 +20,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from . import audit, causes
+from . import app_kind, audit, causes
 from .audit import IoEvent
 from .backends import asyncio_handles, select_backend
 from .backends.asyncio_handles import AsyncioBackend
@@ -242,7 +242,7 @@ class LoopMonitor:
             st.record_long(duration)
         samples, arm_wall, cpu0, share = st.take_samples(seq)
         cpu = self._cpu_fraction(share, arm_wall, cpu0, cpu_end, end_ns)
-        window = (arm_wall or start_ns, share is not None or isinstance(st.cpu_clock, tuple))
+        window = self._share_window(share, arm_wall, start_ns)
         self._dispatch(handle, start_ns, end_ns, task, io, samples, cpu, False, window=window)
 
     def in_progress(self, consumer: Consumer, now_ns: int) -> None:
@@ -266,7 +266,7 @@ class LoopMonitor:
         io = list(st.io_events) if st.io_seq == st.seq else []
         cpu = self._cpu_fraction(share, arm_wall, cpu0, cpu_end, now_ns)
         self._evidence = self._gather(start, now_ns, st.seq)
-        window = (arm_wall or start, share is not None or isinstance(st.cpu_clock, tuple))
+        window = self._share_window(share, arm_wall, start)
         self._dispatch(handle, start, now_ns, task, io, samples, cpu, True, consumer, window=window)
 
     def _cpu_fraction(
@@ -282,6 +282,17 @@ class LoopMonitor:
         if cpu0 is None or cpu_end is None or wall <= 0:
             return None
         return max(0.0, min(1.0, (cpu_end - cpu0) / wall))
+
+    def _share_window(
+        self, share: float | None, arm_wall: int, start_ns: int
+    ) -> tuple[int, bool, list | None]:
+        """What `_cpu_fraction`'s share covers, for `app_kind.outside_gc`: from when (the
+        arming, else the slice's start), whether it counts the thread's waits for a CPU (the
+        native sampler's share and a schedstat busy clock do; a bare CPU clock does not), and
+        the native sampler's ``(time, running)`` samples it was counted from (None: a clock)."""
+        counts_waits = share is not None or isinstance(self.state.cpu_clock, tuple)
+        states = self.state.run_states if share is not None else None
+        return arm_wall or start_ns, counts_waits, states
 
     def _dispatch(self, *args: Any, **kwargs: Any) -> None:
         # Building a report reads source files (linecache) and may log: that I/O is the
@@ -303,7 +314,7 @@ class LoopMonitor:
         cpu_fraction: float | None,
         in_progress: bool,
         only: Consumer | None = None,
-        window: tuple[int, bool] | None = None,
+        window: tuple[int, bool, list | None] | None = None,
     ) -> None:
         consumers = [only] if only is not None else list(self.consumers)
         base: Block | None = None
@@ -392,8 +403,18 @@ class LoopMonitor:
             # the slice is mostly the collection's, and made an 80 ms sleep before it `cpu`.
             whole = None
             if window is not None:
-                app_frac = _outside_gc(cpu_fraction, window, start_ns, end_ns, self.thread_id)
-        app_kind = _kind(b, samples, end_ns - start_ns, self.state.arm_ns, app_frac, whole)
+                waits = sum(c.seconds for c in found if c.cause in ("starved", "throttled"))
+                app_frac = app_kind.outside_gc(
+                    cpu_fraction, window, start_ns, end_ns, self.thread_id, int(waits * 1e9)
+                )
+        kind = app_kind.kind(
+            b,
+            samples,
+            self._unsampled(start_ns, end_ns, window),
+            self.state.arm_ns,
+            app_frac,
+            whole,
+        )
         for c in found:
             if c.cause == "gil":
                 _holder_stack(c)
@@ -405,7 +426,7 @@ class LoopMonitor:
             )
             found.append(
                 causes.Cause(
-                    app_kind,
+                    kind,
                     app_ns / 1e9,
                     {"line": where, "cpu_fraction": app_frac},
                     application=True,
@@ -413,8 +434,21 @@ class LoopMonitor:
             )
         found.sort(key=lambda c: -c.seconds)
         b.causes = found
-        b.kind = found[0].cause if found else app_kind
+        b.kind = found[0].cause if found else kind
         return b
+
+    def _unsampled(self, start_ns: int, end_ns: int, window) -> int:
+        """How long the watchdog, armed, could have sampled the slice and, if it found no
+        sample, did not get the GIL: from its arming (``window[0]``, when it armed late)
+        to the end, less the loop thread's collections (which hold the GIL; a watchdog held
+        back past a sleep then waits through the collection, and takes no sample of a slice
+        no single C call of the application's held)."""
+        armed = start_ns + self.state.arm_ns
+        if window is not None:
+            armed = max(armed, window[0])
+        if armed >= end_ns:
+            return 0
+        return end_ns - armed - causes.gc_in(self.thread_id, armed, end_ns)[0]
 
 
 def _holder_stack(cause: causes.Cause) -> None:
@@ -438,65 +472,6 @@ def _frames_of(frame: Any) -> list:
         frame = frame.f_back
     out.reverse()
     return out
-
-
-def _outside_gc(
-    share: float, window: tuple[int, bool], start_ns: int, end_ns: int, thread_ident: int
-) -> float | None:
-    """The sampler's CPU share over ``[window start, end_ns]`` with the loop thread's
-    collections in that window taken out: the application's own share in the slice
-    ``[start_ns, end_ns]``. None where the window saw under a quarter of the application's time
-    (a Python watchdog that armed only after a sleep: the loop thread's CPU clock at the slice's
-    start is never read, so nothing tells the sleep from a spin). ``window[1]``: the share
-    counts the time the thread waited for a CPU (the native sampler's, a schedstat busy
-    clock's), in which a collection wanted one throughout and counts whole; else only its CPU
-    time counts (a bare CPU clock's)."""
-    lo, counts_waits = window
-    lo = max(lo, start_ns)
-    wall = end_ns - lo
-    gc_w, _, _, _, _, gc_cpu = causes.gc_sum(thread_ident, lo, end_ns)
-    rest = wall - gc_w
-    app_ns = end_ns - start_ns - causes.gc_in(thread_ident, start_ns, end_ns)[0]
-    if rest <= 0 or rest * 4 < app_ns:
-        return None
-    spent = gc_w if counts_waits or gc_cpu is None else min(gc_w, gc_cpu)
-    return max(0.0, min(1.0, (share * wall - spent) / rest))
-
-
-def _kind(
-    b: Block,
-    samples: list,
-    duration_ns: int,
-    arm_ns: int,
-    app_frac: float | None,
-    whole: float | None,
-) -> str:
-    """The kind of the application's own time: the I/O its line did, else `cpu` or `wait`.
-    ``whole``: the sampler's CPU share over the slice, where no collection is in it."""
-    # The application's own CPU fraction (the other causes' time taken out) tells a wait from
-    # a spin in a slice that also held a collection; but its baseline can be read late, and a
-    # 60 ms sleep then came out at 0.35. The sampler's fraction over a slice without a
-    # collection is never above the truth for a wait, so the lower of the two decides.
-    fracs = [f for f in (app_frac, whole) if f is not None]
-    b_frac = min(fracs) if fracs else None
-    if b.io_events:
-        io_kind = Counter(e.kind for e in b.io_events).most_common(1)[0][0]
-        if b_frac is None or b.line is None:
-            return io_kind
-        # I/O happened, but did the time go there? Only if the blamed line made an I/O call.
-        lines = {(e.where[0], e.where[1]) for e in b.io_events if e.where}
-        if (b.line.filename, b.line.lineno) in lines:
-            return io_kind
-    if b_frac is not None:
-        # Off-CPU means the thread waited: a sleep, a lock, a socket, a pipe, a disk. A
-        # waiting thread uses ~0 % CPU; a busy one can get well under 100 % on a loaded
-        # machine, hence the low cut.
-        return "cpu" if b_frac >= 0.25 else "wait"
-    if not samples and duration_ns > 3 * arm_ns + 5_000_000:
-        # The watchdog never got the GIL and no other thread was found holding it: one C call
-        # of the loop thread's own held it throughout.
-        return "cpu"
-    return "unknown"
 
 
 def _for_consumer(base: Block, c: Consumer, dur: int, lo: int, io, slow: bool, handle) -> Block:

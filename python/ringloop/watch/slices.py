@@ -53,6 +53,7 @@ class SliceState:
         "arm_wall_ns",
         "cpu_at_arm_ns",
         "run_share",
+        "run_states",
         "cpu_clock",
         "sampled_task",
         # cause breakdown (causes.py)
@@ -93,6 +94,7 @@ class SliceState:
         self.cpu_at_arm_ns = None
         # Share of the samples that found the loop thread on a CPU (native sampler only).
         self.run_share: float | None = None
+        self.run_states: list | None = None  # the (time, running) samples run_share counts
         self.cpu_clock = None
         self.sampled_task = None
         self.native_id: int | None = None  # the loop thread's kernel id

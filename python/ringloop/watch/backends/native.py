@@ -139,6 +139,7 @@ class NativeBackend:
             st.sample_seq = seq
             st.samples = samples
             st.run_share = sum(states) / len(states) if states else None
+            st.run_states = [(t, r) for t, _, r in native if r is not None]
             if states:
                 # The share's window: from the first native sample, not from the Python
                 # watchdog's arming (which may come late: it needs a CPU and the GIL).
