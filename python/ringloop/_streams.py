@@ -138,6 +138,7 @@ class StreamTransport(_Base):
             raise TypeError("ringloop's native TLS serves Protocol, not BufferedProtocol")
         self._io.enable_tls(config)
         self._tls = True
+        self._tls_config = config
         # loop.sendfile must read and encrypt, never send the file in the clear.
         self._sendfile_compatible = constants._SendfileMode.FALLBACK
         if handshake_timeout:
@@ -184,15 +185,11 @@ class StreamTransport(_Base):
             return None
 
     def get_extra_info(self, name, default=None):
-        if self._tls and name in ("ssl_object", "peercert", "cipher", "compression"):
-            obj = _tls_info.TlsObject(self._io)
-            value = {
-                "ssl_object": lambda: obj,
-                "peercert": obj.getpeercert,
-                "cipher": obj.cipher,
-                "compression": obj.compression,
-            }[name]()
+        if self._tls and name in _tls_info.KEYS:
+            value = _tls_info.extra_info(self._io, name)
             return default if value is None else value
+        if self._tls and name == "sslcontext":
+            return self._tls_config
         return super().get_extra_info(name, default)
 
     # -- edges the native side calls back into --------------------------------------------------

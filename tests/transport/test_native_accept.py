@@ -6,12 +6,14 @@ accept's completion; epoll: in the listener's reader): a `_core.NativeTransport`
 asyncio's transport. Each test is written once and runs on every loop kind: stock asyncio
 ignores the mark (its own accept path), so it is the oracle the native path must match — the protocol's callbacks in order, peer
 and local addresses, flow control, close with data pending, EOF kept open, the
-`asyncio.Server`'s count of connections, an error setting one up.
+`asyncio.Server`'s count of connections, an error setting one up, `get_extra_info` (the
+socket, unknown keys, defaults) and the loop's refusal to watch a transport's fd.
 """
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import hashlib
 import socket
 import sys
@@ -231,6 +233,94 @@ def test_a_factory_that_fails_is_reported_in_debug_mode(loop, loop_errors):
     ]
     assert len(made) == 1 and isinstance(made[0]["exception"], ValueError), loop_errors
     loop_errors.clear()
+
+
+class Asks(Echo):
+    """Echoes; at its first read, notes what `get_extra_info` answers and what the loop says
+    to watching the transport's fd."""
+
+    def data_received(self, data: bytes) -> None:
+        t = self.transport
+        if not hasattr(self, "answers"):
+            ts = t.get_extra_info("socket")
+            self.socket = ts
+            self.answers = {
+                "same": ts is t.get_extra_info("socket", "other"),
+                "kind": type(ts).__name__,
+                "family": ts.family,
+                "type": ts.type,
+                "timeout": ts.gettimeout(),
+                "peer": ts.getpeername() == t.get_extra_info("peername"),
+                "local": ts.getsockname() == t.get_extra_info("sockname"),
+                "unknown": t.get_extra_info("no such key"),
+                "unknown_default": t.get_extra_info("no such key", 7),
+                "peer_default": t.get_extra_info("peername", 7) == t.get_extra_info("peername"),
+                "tls": [
+                    t.get_extra_info(k, "d")
+                    for k in ("ssl_object", "peercert", "cipher", "compression", "sslcontext")
+                ],
+            }
+            try:
+                asyncio.get_running_loop().add_reader(ts.fileno(), lambda: None)
+            except RuntimeError as e:
+                self.answers["add_reader"] = str(e).split(" is used")[0] + " is used"
+        super().data_received(data)
+
+
+def test_extra_info_and_the_fd_known_to_the_loop(loop, family):
+    factory, protos = collecting(Asks)
+
+    async def main():
+        server, addr = await serve(loop, family, factory)
+        reader, writer = await _open(family, addr)
+        writer.write(b"x")
+        assert await reader.readexactly(1) == b"x"
+        p = protos[0]
+        fd = p.socket.fileno()
+        # sock_* on the transport's fd is refused as add_reader is (nothing is there to read:
+        # asyncio tries the recv first and checks on EAGAIN).
+        own = socket.socket(fileno=fd)
+        own.setblocking(False)
+        try:
+            with pytest.raises(RuntimeError, match="is used by transport"):
+                await loop.sock_recv(own, 1)
+        finally:
+            own.detach()
+        # The socket object collected while the connection lives closes nothing.
+        del p.socket
+        gc.collect()
+        writer.write(b"y")
+        assert await reader.readexactly(1) == b"y"
+        ts = p.transport.get_extra_info("socket")
+        assert ts.fileno() == fd
+        p.transport.close()
+        await asyncio.wait_for(p.lost, LONG)
+        writer.close()
+        server.close()
+        await server.wait_closed()
+        return fd, ts
+
+    fd, ts = run(loop, main())
+    p = protos[0]
+    check_native(loop, p.transport)
+    want_family = socket.AF_INET if family.name == "tcp" else socket.AF_UNIX
+    assert p.answers == {
+        "same": True,
+        "kind": "TransportSocket",
+        "family": want_family,
+        "type": socket.SOCK_STREAM,
+        "timeout": 0.0,
+        "peer": True,
+        "local": True,
+        "unknown": None,
+        "unknown_default": 7,
+        "peer_default": True,
+        "tls": ["d"] * 5,
+        "add_reader": f"File descriptor {fd} is used",
+    }
+    # Closed with the transport: the socket object handed out lets go of the fd (asyncio's
+    # closes its socket), so collecting it later cannot close an fd reused since.
+    assert ts.fileno() == -1
 
 
 class _Tcp:

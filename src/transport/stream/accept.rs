@@ -91,8 +91,11 @@ impl NativeAccept {
         let mut owned = Owned::new(peername, sockname);
         owned.server_takes_transport = this.server_takes_transport;
         owned.tls = this.tls.is_some();
+        owned.tls_config = this.tls.as_ref().map(|c| c.clone_ref(py).into_any());
         let transport = Bound::new(py, NativeTransport { fd, loop_: this.loop_.clone_ref(py), io: io.clone().unbind(), st: GilCell::new(owned) })?;
         io.get().st.borrow_mut(py)?.transport = Some(transport.clone().into_any().unbind());
+        // As asyncio's transports: `add_reader`/`sock_*` refuse the fd while it is open.
+        loop_.getattr(intern!(py, "_transports"))?.set_item(fd, &transport)?;
         if let Some(s) = &server {
             let args = if this.server_takes_transport { PyTuple::new(py, [transport.as_any()])? } else { PyTuple::empty(py) };
             s.call_method1(py, intern!(py, "_attach"), args)?;

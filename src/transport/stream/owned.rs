@@ -14,6 +14,14 @@
 //! - `abort` and fatal errors drop the buffer and call `connection_lost` in the next iteration;
 //! - after `connection_lost` the fd is closed and the `asyncio.Server` the connection was
 //!   counted by is told (`_detach`), which is what its `wait_closed()` waits for.
+//!
+//! It is known to the loop as asyncio's transports are (`loop._transports[fd]`, set by
+//! `accept.rs`), so `add_reader` and `sock_*` on its fd are refused while it is open.
+//! `get_extra_info` answers asyncio's keys: `peername`/`sockname` (made at accept),
+//! `socket` (an `asyncio.trsock.TransportSocket` over the owned fd, made when first asked
+//! and detached before the fd is closed: it never closes the fd itself), and under TLS
+//! `sslcontext` (the listener's `_core.TlsConfig`) and `ssl_object`/`peercert`/`cipher`/
+//! `compression` (`ringloop._tls_info`, as `StreamTransport`'s); other keys, the default.
 
 use std::os::fd::RawFd;
 
@@ -41,6 +49,11 @@ pub(super) struct Owned {
     paused: bool,
     protocol_paused: bool,
     pub(super) tls: bool,
+    /// The listener's `_core.TlsConfig` (`get_extra_info("sslcontext")`).
+    pub(super) tls_config: Option<Py<PyAny>>,
+    /// `get_extra_info("socket")`: the `socket.socket` over `fd` and its `TransportSocket`,
+    /// made when first asked; the socket is detached before the fd is closed.
+    sock: Option<(Py<PyAny>, Py<PyAny>)>,
     pub(super) tls_timer: Option<Py<PyAny>>,
     /// Futures `_drained()` handed out: resolved when the protocol may write again.
     drain_waiters: Vec<Py<PyAny>>,
@@ -60,6 +73,8 @@ impl Owned {
             paused: false,
             protocol_paused: false,
             tls: false,
+            tls_config: None,
+            sock: None,
             tls_timer: None,
             drain_waiters: Vec::new(),
             fd_open: true,
@@ -133,13 +148,36 @@ impl NativeTransport {
     }
 
     fn close_fd(&self, py: Python<'_>) -> PyResult<()> {
-        let open = std::mem::replace(&mut self.st.borrow_mut(py)?.fd_open, false);
+        let (open, sock) = {
+            let mut st = self.st.borrow_mut(py)?;
+            (std::mem::replace(&mut st.fd_open, false), st.sock.take())
+        };
+        if let Some((sock, _)) = sock {
+            // The fd is closed here, once: the socket object handed out lets go of it first
+            // (its `fileno()` is then -1, as a closed asyncio transport's socket's is).
+            sock.call_method0(py, intern!(py, "detach"))?;
+        }
         if open {
             // SAFETY: the fd is this transport's own (accepted for it), closed exactly once:
             // `fd_open` is cleared under the borrow first.
             unsafe { libc::close(self.fd) };
         }
         Ok(())
+    }
+}
+
+impl NativeTransport {
+    /// A `TransportSocket` over the owned fd, kept (and the same object at each call).
+    fn socket(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let sock = py.import(intern!(py, "socket"))?.getattr(intern!(py, "socket"))?;
+        let kwargs = PyDict::new(py);
+        kwargs.set_item(intern!(py, "fileno"), self.fd)?;
+        let sock = sock.call((), Some(&kwargs))?;
+        // As an accepted socket of asyncio's: non-blocking, timeout 0.0.
+        sock.call_method1(intern!(py, "setblocking"), (false,))?;
+        let ts = py.import(intern!(py, "asyncio.trsock"))?.getattr(intern!(py, "TransportSocket"))?.call1((&sock,))?;
+        self.st.borrow_mut(py)?.sock = Some((sock.unbind(), ts.clone().unbind()));
+        Ok(ts.unbind())
     }
 }
 
@@ -161,12 +199,30 @@ impl NativeTransport {
 
     #[pyo3(signature = (name, default = None))]
     fn get_extra_info(&self, py: Python<'_>, name: &str, default: Option<Py<PyAny>>) -> PyResult<Py<PyAny>> {
+        let default = || default.unwrap_or_else(|| py.None());
         let st = self.st.borrow(py)?;
-        Ok(match name {
-            "peername" => st.peername.clone_ref(py),
-            "sockname" => st.sockname.clone_ref(py),
-            _ => default.unwrap_or_else(|| py.None()),
-        })
+        let tls = st.tls;
+        match name {
+            "peername" => return Ok(st.peername.clone_ref(py)),
+            "sockname" => return Ok(st.sockname.clone_ref(py)),
+            "sslcontext" if tls => return Ok(st.tls_config.as_ref().map(|c| c.clone_ref(py)).unwrap_or_else(default)),
+            "socket" => {
+                if let Some((_, ts)) = &st.sock {
+                    return Ok(ts.clone_ref(py));
+                }
+                if !st.fd_open {
+                    return Ok(default()); // asyncio's is closed; there is no fd to show
+                }
+            }
+            "ssl_object" | "peercert" | "cipher" | "compression" if tls => {}
+            _ => return Ok(default()),
+        }
+        drop(st);
+        if name == "socket" {
+            return self.socket(py);
+        }
+        let value = py.import(intern!(py, "ringloop._tls_info"))?.call_method1(intern!(py, "extra_info"), (self.io.bind(py), name))?;
+        Ok(if value.is_none() { default() } else { value.unbind() })
     }
 
     fn get_protocol(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
@@ -438,6 +494,7 @@ impl NativeTransport {
         visit.call(&st.protocol)?;
         visit.call(&st.server)?;
         visit.call(&st.tls_timer)?;
+        visit.call(&st.tls_config)?;
         for w in &st.drain_waiters {
             visit.call(w)?;
         }
@@ -454,9 +511,10 @@ impl NativeTransport {
 
 impl Drop for NativeTransport {
     fn drop(&mut self) {
-        // A transport collected unclosed (its loop closed under it): the fd goes with it.
+        // A transport collected unclosed (its loop closed under it): the fd goes with it,
+        // closed by the socket object when one was handed out (it may outlive this), else here.
         if let Some(st) = self.st.try_borrow_mut_unattached() {
-            if st.fd_open {
+            if st.fd_open && st.sock.is_none() {
                 // SAFETY: the fd is ours and still open (`fd_open`); nothing else closes it.
                 unsafe { libc::close(self.fd) };
             }
