@@ -35,7 +35,7 @@ from asyncio import BufferedProtocol, constants, selector_events, sslproto, task
 from asyncio.log import logger
 from typing import NamedTuple
 
-from . import _core, _tls_info
+from . import _core, _native_sendfile, _tls_info
 
 _Base = selector_events._SelectorSocketTransport
 # 3.15's transports, `_start_serving` and `_accept_connection2` take the protocol's `context`.
@@ -581,9 +581,9 @@ class StreamTransportsMixin:
 
     async def sendfile(self, transport, file, offset=0, count=None, *, fallback=True):
         if type(transport) is _core.NativeTransport:
-            # A natively accepted connection (pathsend, wsgi.file_wrapper): read and write,
-            # which also encrypts under TLS.
-            return await _native_sendfile(transport, file, offset, count)
+            # A natively accepted connection (pathsend, wsgi.file_wrapper, static files):
+            # sendfile(2) in the clear, read and write (and encrypt) under TLS.
+            return await _native_sendfile.sendfile(self, transport, file, offset, count)
         return await super().sendfile(transport, file, offset, count, fallback=fallback)
 
     def _make_socket_transport(
@@ -625,37 +625,6 @@ class StreamTransportsMixin:
         )
         StreamTransport(self, rawsock, ssl_protocol, extra=extra, server=server, context=context)
         return ssl_protocol._app_transport
-
-
-# One read of a file `loop.sendfile` sends over a native transport.
-_SENDFILE_BLOCK = 256 * 1024
-
-
-async def _native_sendfile(transport, file, offset, count):
-    """`loop.sendfile` on a `_core.NativeTransport`: asyncio's fallback (read, write, wait
-    while the transport's buffer is above its high-water mark), without its protocol swap.
-    The file's position ends past what was sent, as asyncio leaves it."""
-    if transport.is_closing():
-        raise RuntimeError("Transport is closing")
-    fd = file.fileno()
-    sent = 0
-    try:
-        while count is None or sent < count:
-            want = _SENDFILE_BLOCK if count is None else min(_SENDFILE_BLOCK, count - sent)
-            data = os.pread(fd, want, offset + sent)
-            if not data:
-                break
-            if transport.is_closing():
-                raise ConnectionError("Connection closed by peer")
-            transport.write(data)
-            sent += len(data)
-            drained = transport._drained()
-            if drained is not None:
-                await drained
-        return sent
-    finally:
-        if sent:
-            file.seek(offset + sent)
 
 
 class _WithContext:

@@ -7,7 +7,8 @@ asyncio's transport. Each test is written once and runs on every loop kind: stoc
 ignores the mark (its own accept path), so it is the oracle the native path must match — the protocol's callbacks in order, peer
 and local addresses, flow control, close with data pending, EOF kept open, the
 `asyncio.Server`'s count of connections, an error setting one up, `get_extra_info` (the
-socket, unknown keys, defaults) and the loop's refusal to watch a transport's fd.
+socket, unknown keys, defaults), the loop's refusal to watch a transport's fd, and
+`loop.sendfile` (zero-copy in the clear).
 """
 
 from __future__ import annotations
@@ -321,6 +322,70 @@ def test_extra_info_and_the_fd_known_to_the_loop(loop, family):
     # Closed with the transport: the socket object handed out lets go of the fd (asyncio's
     # closes its socket), so collecting it later cannot close an fd reused since.
     assert ts.fileno() == -1
+
+
+class SendsFile(Recorder):
+    """Writes a head, then `loop.sendfile`s part of a file larger than the socket buffers
+    (so the transfer waits for the client), tries a write meanwhile, and closes."""
+
+    def __init__(self, path) -> None:
+        super().__init__()
+        self.path = path
+        self.result: asyncio.Future = asyncio.get_running_loop().create_future()
+
+    def connection_made(self, transport) -> None:
+        super().connection_made(transport)
+        asyncio.ensure_future(self.send())
+
+    async def send(self) -> None:
+        loop = asyncio.get_running_loop()
+        t = self.transport
+        with open(self.path, "rb") as f:
+            t.write(b"head")
+            task = asyncio.ensure_future(loop.sendfile(t, f, 3, FILE_SIZE - 10))
+            await asyncio.sleep(0)  # the task's first step: the transfer has begun
+            try:
+                t.write(b"x")
+                during = None
+            except RuntimeError as e:
+                during = str(e)
+            sent = await task
+            self.result.set_result((sent, f.tell(), during))
+        t.close()
+
+
+FILE_SIZE = 24 * 1024 * 1024 + 5  # more than loopback's socket buffers hold
+
+
+def test_sendfile_sends_the_file_after_what_was_written(loop, family, tmp_path, monkeypatch):
+    path = tmp_path / "f.bin"
+    path.write_bytes(hashlib.sha256(b"seed").digest() * (FILE_SIZE // 32) + b"tail!")
+    if hasattr(loop, "_native_accepts"):
+        from ringloop import _native_sendfile
+
+        async def read_and_write(*args):
+            raise AssertionError("in the clear the file must go by sendfile(2)")
+
+        monkeypatch.setattr(_native_sendfile, "_read_and_write", read_and_write)
+    factory, protos = collecting(lambda: SendsFile(path))
+
+    async def main():
+        server, addr = await serve(loop, family, factory)
+        reader, writer = await _open(family, addr)
+        got = await reader.read()
+        result = await asyncio.wait_for(protos[0].result, LONG)
+        await asyncio.wait_for(protos[0].lost, LONG)
+        writer.close()
+        server.close()
+        await server.wait_closed()
+        return got, result
+
+    got, (sent, position, during) = run(loop, main())
+    check_native(loop, protos[0].transport)
+    want = path.read_bytes()[3 : FILE_SIZE - 7]
+    assert sent == len(want) and position == FILE_SIZE - 7
+    assert got[:4] == b"head" and hashlib.sha256(got[4:]).digest() == hashlib.sha256(want).digest()
+    assert during == "unable to write; sendfile is in progress"
 
 
 class _Tcp:

@@ -247,9 +247,8 @@ class Server:
                 )
             factory = functools.partial(_core.HttpConn, state)
             # Each connection is then set up natively, no Python per accept (see
-            # docs/native-accept.md); not with static mounts, whose large files leave by
-            # sendfile(2) through asyncio's transport.
-            factory._ringloop_native = not self.config.static_mounts()  # type: ignore[attr-defined]
+            # docs/native-accept.md).
+            factory._ringloop_native = True  # type: ignore[attr-defined]
             for sock in sockets:
                 if shared:
                     loop._share_listener(sock)

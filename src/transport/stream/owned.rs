@@ -57,6 +57,8 @@ pub(super) struct Owned {
     pub(super) tls_timer: Option<Py<PyAny>>,
     /// Futures `_drained()` handed out: resolved when the protocol may write again.
     drain_waiters: Vec<Py<PyAny>>,
+    /// Futures `_empty()` handed out: resolved when the write buffer is empty (or lost).
+    empty_waiters: Vec<Py<PyAny>>,
     fd_open: bool,
 }
 
@@ -77,6 +79,7 @@ impl Owned {
             sock: None,
             tls_timer: None,
             drain_waiters: Vec::new(),
+            empty_waiters: Vec::new(),
             fd_open: true,
         }
     }
@@ -138,13 +141,12 @@ impl NativeTransport {
 
     fn resolve_drain_waiters(&self, py: Python<'_>) -> PyResult<()> {
         let waiters = std::mem::take(&mut self.st.borrow_mut(py)?.drain_waiters);
-        for w in waiters {
-            let w = w.bind(py);
-            if !w.call_method0(intern!(py, "done"))?.is_truthy()? {
-                w.call_method1(intern!(py, "set_result"), (py.None(),))?;
-            }
-        }
-        Ok(())
+        resolve(py, waiters)
+    }
+
+    fn resolve_empty_waiters(&self, py: Python<'_>) -> PyResult<()> {
+        let waiters = std::mem::take(&mut self.st.borrow_mut(py)?.empty_waiters);
+        resolve(py, waiters)
     }
 
     fn close_fd(&self, py: Python<'_>) -> PyResult<()> {
@@ -179,6 +181,17 @@ impl NativeTransport {
         self.st.borrow_mut(py)?.sock = Some((sock.unbind(), ts.clone().unbind()));
         Ok(ts.unbind())
     }
+}
+
+/// Each future not done yet gets `None`.
+fn resolve(py: Python<'_>, waiters: Vec<Py<PyAny>>) -> PyResult<()> {
+    for w in waiters {
+        let w = w.bind(py);
+        if !w.call_method0(intern!(py, "done"))?.is_truthy()? {
+            w.call_method1(intern!(py, "set_result"), (py.None(),))?;
+        }
+    }
+    Ok(())
 }
 
 fn is_fatal(py: Python<'_>, e: &PyErr) -> bool {
@@ -353,6 +366,26 @@ impl NativeTransport {
         Ok(Some(fut))
     }
 
+    /// True under TLS (`loop.sendfile` then reads and encrypts; in the clear it is zero-copy).
+    #[getter]
+    fn _tls(&self, py: Python<'_>) -> PyResult<bool> {
+        Ok(self.st.borrow(py)?.tls)
+    }
+
+    /// A future resolved once the write buffer is empty (or the connection lost), or `None`
+    /// if it is now: asyncio's `_make_empty_waiter`, for the zero-copy `loop.sendfile`.
+    fn _empty(slf: &Bound<'_, Self>) -> PyResult<Option<Py<PyAny>>> {
+        let py = slf.py();
+        let this = slf.get();
+        if this.st.borrow(py)?.lost || this.io.get().st.borrow(py)?.size == 0 {
+            return Ok(None);
+        }
+        let fut = this.loop_.bind(py).call_method0(intern!(py, "create_future"))?.unbind();
+        this.st.borrow_mut(py)?.empty_waiters.push(fut.clone_ref(py));
+        this.io.get().st.borrow_mut(py)?.watch_drain = true; // `_on_drained` resolves it
+        Ok(Some(fut))
+    }
+
     // -- what StreamIO calls back -------------------------------------------------------------
 
     fn _fatal_error(slf: &Bound<'_, Self>, exc: Bound<'_, PyAny>, message: &str) -> PyResult<()> {
@@ -385,6 +418,7 @@ impl NativeTransport {
     fn _on_drained(slf: &Bound<'_, Self>) -> PyResult<()> {
         let py = slf.py();
         let this = slf.get();
+        this.resolve_empty_waiters(py)?;
         if this.st.borrow(py)?.closing {
             this.io.get().st.borrow_mut(py)?.conn_lost += 1;
             return Self::_call_connection_lost(slf, py.None().into_bound(py));
@@ -479,6 +513,7 @@ impl NativeTransport {
         io.call_method0(intern!(py, "detach"))?;
         this.close_fd(py)?;
         this.resolve_drain_waiters(py)?;
+        this.resolve_empty_waiters(py)?;
         if let Some(s) = server {
             let args = if takes { PyTuple::new(py, [slf.as_any()])? } else { PyTuple::empty(py) };
             s.call_method1(py, intern!(py, "_detach"), args)?;
@@ -495,7 +530,7 @@ impl NativeTransport {
         visit.call(&st.server)?;
         visit.call(&st.tls_timer)?;
         visit.call(&st.tls_config)?;
-        for w in &st.drain_waiters {
+        for w in st.drain_waiters.iter().chain(&st.empty_waiters) {
             visit.call(w)?;
         }
         Ok(())
@@ -503,7 +538,8 @@ impl NativeTransport {
 
     fn __clear__(&self) {
         let taken = self.st.try_borrow_mut_unattached().map(|mut st| {
-            (st.protocol.take(), st.server.take(), st.tls_timer.take(), std::mem::take(&mut st.drain_waiters))
+            let waiters = (std::mem::take(&mut st.drain_waiters), std::mem::take(&mut st.empty_waiters));
+            (st.protocol.take(), st.server.take(), st.tls_timer.take(), waiters)
         });
         drop(taken);
     }
