@@ -108,14 +108,20 @@ async def _open(family, addr):
     return await asyncio.open_unix_connection(addr)
 
 
+async def _echoed_once(loop, family, factory):
+    """A server of `factory`'s echoing protocols, and a client that has had one byte back."""
+    server, addr = await serve(loop, family, factory)
+    reader, writer = await _open(family, addr)
+    writer.write(b"x")
+    assert await reader.readexactly(1) == b"x"
+    return server, addr, reader, writer
+
+
 def test_server_counts_connections_until_they_close(loop, family):
     factory, protos = collecting(Echo)
 
     async def main():
-        server, addr = await serve(loop, family, factory)
-        reader, writer = await _open(family, addr)
-        writer.write(b"x")
-        assert await reader.readexactly(1) == b"x"
+        server, addr, reader, writer = await _echoed_once(loop, family, factory)
         assert active(server) == 1
         server.close()
         closed = asyncio.ensure_future(server.wait_closed())
@@ -272,10 +278,7 @@ def test_extra_info_and_the_fd_known_to_the_loop(loop, family):
     factory, protos = collecting(Asks)
 
     async def main():
-        server, addr = await serve(loop, family, factory)
-        reader, writer = await _open(family, addr)
-        writer.write(b"x")
-        assert await reader.readexactly(1) == b"x"
+        server, _addr, reader, writer = await _echoed_once(loop, family, factory)
         p = protos[0]
         fd = p.socket.fileno()
         # sock_* on the transport's fd is refused as add_reader is (nothing is there to read:
