@@ -38,6 +38,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<eventloop::handle::TimerHandle>()?;
     m.add_class::<transport::stream::StreamIO>()?;
     m.add_class::<transport::stream::TlsConfig>()?;
+    m.add_class::<transport::stream::NativeTransport>()?;
+    m.add_class::<transport::stream::NativeAccept>()?;
     m.add_class::<transport::datagram::DatagramIO>()?;
     m.add_class::<http::server::ServerState>()?;
     m.add_class::<http::conn::HttpConn>()?;

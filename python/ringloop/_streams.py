@@ -35,11 +35,13 @@ from asyncio import BufferedProtocol, constants, selector_events, sslproto, task
 from asyncio.log import logger
 from typing import NamedTuple
 
-from . import _core, _tls_info
+from . import _core, _native_sendfile, _tls_info
 
 _Base = selector_events._SelectorSocketTransport
 # 3.15's transports, `_start_serving` and `_accept_connection2` take the protocol's `context`.
 _CONTEXT_HOOKS = sys.version_info >= (3, 15)
+# 3.13's asyncio.Server keeps its transports (close_clients): _attach/_detach take one.
+_ATTACH_TAKES_TRANSPORT = sys.version_info >= (3, 13)
 # A TLS connection that fails (bad input, a handshake timeout) is the client's business:
 # said at debug, under the server's logger (`ringloop serve --log-level debug` shows it).
 _tls_log = logging.getLogger("ringloop.server.tls")
@@ -136,6 +138,7 @@ class StreamTransport(_Base):
             raise TypeError("ringloop's native TLS serves Protocol, not BufferedProtocol")
         self._io.enable_tls(config)
         self._tls = True
+        self._tls_config = config
         # loop.sendfile must read and encrypt, never send the file in the clear.
         self._sendfile_compatible = constants._SendfileMode.FALLBACK
         if handshake_timeout:
@@ -182,15 +185,11 @@ class StreamTransport(_Base):
             return None
 
     def get_extra_info(self, name, default=None):
-        if self._tls and name in ("ssl_object", "peercert", "cipher", "compression"):
-            obj = _tls_info.TlsObject(self._io)
-            value = {
-                "ssl_object": lambda: obj,
-                "peercert": obj.getpeercert,
-                "cipher": obj.cipher,
-                "compression": obj.compression,
-            }[name]()
+        if self._tls and name in _tls_info.KEYS:
+            value = _tls_info.extra_info(self._io, name)
             return default if value is None else value
+        if self._tls and name == "sslcontext":
+            return self._tls_config
         return super().get_extra_info(name, default)
 
     # -- edges the native side calls back into --------------------------------------------------
@@ -356,8 +355,18 @@ class StreamTransportsMixin:
         # served on readiness: the kernel hands every connection to the oldest multishot accept
         # waiting on it, so one process would get them all, where readiness wakes each.
         shared = fd in self._shared_listeners if isinstance(fd, int) else False
-        token = self._accept_start(fd, on_accept) if isinstance(fd, int) and not shared else None
-        if token is None:  # epoll: asyncio's accept-on-readiness loop
+        acceptor = self._native_accept(serving, on_accept) if isinstance(fd, int) else None
+        token = None
+        if isinstance(fd, int) and not shared:
+            token = self._accept_start(fd, acceptor or on_accept)
+        if acceptor is not None:
+            self._native_accepts[fd] = acceptor
+            if token is None:
+                # Readiness (epoll, a shared listener): the acceptor is the listener's reader.
+                self._add_reader(fd, acceptor._on_readable)
+        if token is not None:
+            self._accepting[fd] = token
+        elif acceptor is None:  # asyncio's accept-on-readiness loop
             if _CONTEXT_HOOKS:
                 _Sel._start_serving(self, *serving)
             elif context is not None:
@@ -366,10 +375,31 @@ class StreamTransportsMixin:
                 context.run(_Sel._start_serving, self, *serving[:-1])
             else:
                 _Sel._start_serving(self, *serving[:-1])
-        else:
-            self._accepting[fd] = token
 
     _accept_connection = _Sel._accept_connection
+
+    def _native_accept(self, serving, on_accept):
+        """The accept's completion handler that sets connections up natively, with no Python
+        code (docs/native-accept.md), if the protocol is native; else None. An accept error
+        still goes to `on_accept`."""
+        tls = serving.sslcontext
+        if not (
+            getattr(serving.protocol_factory, "_ringloop_native", False)
+            and serving.context is None
+            and (tls is None or isinstance(tls, _core.TlsConfig))
+        ):
+            return None
+        return _core.NativeAccept(
+            self,
+            serving.protocol_factory,
+            serving.server,
+            on_accept,
+            tls=tls,
+            handshake_timeout=serving.ssl_handshake_timeout if tls is not None else None,
+            server_takes_transport=_ATTACH_TAKES_TRANSPORT,
+            listener=serving.sock.fileno(),
+            backlog=serving.backlog,
+        )
 
     def _stop_serving(self, sock):
         # Python 3.13+ (create_unix_server's cleanup_socket): the path goes with the server
@@ -380,6 +410,10 @@ class StreamTransportsMixin:
         token = self._accepting.pop(fd, None)
         handed_over = fd in self._handover.listeners
         self._handover.listeners.discard(fd)
+        acceptor = self._native_accepts.pop(fd, None)
+        if acceptor is not None:
+            # What the accept still delivers: served uncounted if handed over, else closed.
+            acceptor.hand_over() if handed_over else acceptor.stop()
         if token is None:
             # Readiness (epoll): nothing was accepted that is not served already; what waits
             # in the listener's queue is the successor's.
@@ -535,9 +569,22 @@ class StreamTransportsMixin:
         self.create_task(accept, context=conn_context)
 
     def _stop_accepting(self, sock):
-        token = self._accepting.pop(sock.fileno(), None)
+        fd = sock.fileno()
+        acceptor = self._native_accepts.pop(fd, None)
+        if acceptor is not None:
+            acceptor.stop()
+        token = self._accepting.pop(fd, None)
         if token is not None:
             self._accept_stop(token)
+        elif acceptor is not None:
+            self._remove_reader(fd)  # a native acceptor on readiness
+
+    async def sendfile(self, transport, file, offset=0, count=None, *, fallback=True):
+        if type(transport) is _core.NativeTransport:
+            # A natively accepted connection (pathsend, wsgi.file_wrapper, static files):
+            # sendfile(2) in the clear, read and write (and encrypt) under TLS.
+            return await _native_sendfile.sendfile(self, transport, file, offset, count)
+        return await super().sendfile(transport, file, offset, count, fallback=fallback)
 
     def _make_socket_transport(
         self, sock, protocol, waiter=None, *, extra=None, server=None, context=None

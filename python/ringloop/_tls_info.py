@@ -1,5 +1,8 @@
 """`transport.get_extra_info("ssl_object")` of a native TLS transport (rustls, in Rust).
 
+`extra_info` answers the TLS keys of `get_extra_info` for both native TLS transports
+(`StreamTransport` and the natively accepted `_core.NativeTransport`).
+
 asyncio's TLS transports hand out an `ssl.SSLObject`; ringloop's session is rustls's, so this
 is the read-only part of `SSLObject`'s interface that servers and applications ask a live
 connection about: `version()`, `cipher()`, `selected_alpn_protocol()`, `getpeercert()`,
@@ -62,6 +65,23 @@ class TlsObject:
 
     def __repr__(self) -> str:
         return f"<ringloop TlsObject {self.version()} {self.cipher()}>"
+
+
+# The `get_extra_info` keys asyncio's TLS transports answer from their `SSLObject`.
+KEYS = ("ssl_object", "peercert", "cipher", "compression")
+
+
+def extra_info(io: Any, name: str) -> Any:
+    """`get_extra_info(name)` for one of `KEYS` on a TLS session (None: not known, so the
+    caller's default)."""
+    obj = TlsObject(io)
+    if name == "ssl_object":
+        return obj
+    if name == "peercert":
+        return obj.getpeercert()
+    if name == "cipher":
+        return obj.cipher()
+    return obj.compression()
 
 
 def decode_cert(der: bytes) -> dict:

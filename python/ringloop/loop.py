@@ -69,6 +69,8 @@ class Loop(
         self._transports = weakref.WeakValueDictionary()
         # listening fd -> token of its multishot accept (io_uring; see _streams).
         self._accepting = {}
+        # listening fd -> its _core.NativeAccept, for the listeners served natively.
+        self._native_accepts = {}
         # Listening fds other processes accept on too: served on readiness (see _streams).
         self._shared_listeners = set()
         # Listeners handed over to a successor (see _streams).

@@ -48,7 +48,7 @@ pub struct DatagramIO {
 }
 
 /// The address of a received datagram, as `socket.recvfrom` returns it.
-fn address(py: Python<'_>, sa: &libc::sockaddr_storage) -> PyResult<Py<PyAny>> {
+pub(crate) fn address(py: Python<'_>, sa: &libc::sockaddr_storage) -> PyResult<Py<PyAny>> {
     match sa.ss_family as i32 {
         libc::AF_INET => {
             // SAFETY: the family says the storage holds a sockaddr_in.

@@ -20,7 +20,7 @@ import subprocess
 import sys
 
 import pytest
-from transport_helpers import HOST, run
+from transport_helpers import HOST, marked_native, run
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -61,7 +61,8 @@ class Answer(asyncio.Protocol):
         self.transport.write(b"ok " + data)
 
 
-def test_accept_out_of_fds_pauses_then_serves_everyone(loop, loop_errors):
+@pytest.mark.parametrize("native", [False, True], ids=["asyncio-accept", "native-accept"])
+def test_accept_out_of_fds_pauses_then_serves_everyone(loop, loop_errors, native):
     clients = 8
 
     async def main():
@@ -76,7 +77,10 @@ def test_accept_out_of_fds_pauses_then_serves_everyone(loop, loop_errors):
         # limit when the (multishot) request is armed.
         fillers = fill_fd_holes()
         resource.setrlimit(resource.RLIMIT_NOFILE, (highest_fd() + 4, hard))
-        server = await loop.create_server(Answer, HOST, 0)
+        factory = marked_native(Answer) if native else Answer
+        server = await loop.create_server(factory, HOST, 0)
+        if native and hasattr(loop, "_native_accepts"):
+            assert loop._native_accepts, "the marked factory was not served natively"
         port = server.sockets[0].getsockname()[1]
         proc.stdin.write(b"%d\n" % port)
         try:

@@ -1,6 +1,7 @@
 """`get_extra_info` of a native TLS transport (`ssl=_core.TlsConfig` on `create_server`):
 `ssl_object` (version, cipher, ALPN, peer certificate), `cipher` and `peercert`, each checked
-against what the stdlib's asyncio TLS client on the other end says it negotiated."""
+against what the stdlib's asyncio TLS client on the other end says it negotiated; with the
+protocol factory marked native too (a `_core.NativeTransport`, docs/native-accept.md)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import ssl
 import pytest
 from ringloop import _core
 from tls_pki import issue_pki
+from transport_helpers import marked_native
 
 trustme = pytest.importorskip("trustme")
 
@@ -42,6 +44,9 @@ class Recorder(asyncio.Protocol):
                 "peercert_der": obj.getpeercert(binary_form=True),
                 "peercert": t.get_extra_info("peercert"),
                 "cipher_info": t.get_extra_info("cipher"),
+                "sslcontext": t.get_extra_info("sslcontext"),
+                "socket": t.get_extra_info("socket").getsockname(),
+                "transport": type(t).__name__,
             }
         )
         t.write(b"ok")
@@ -51,7 +56,8 @@ class Recorder(asyncio.Protocol):
     "ringloop-io_uring", "ringloop-epoll", reason="_core.TlsConfig is ringloop's TLS"
 )
 @pytest.mark.parametrize("client_cert", [False, True], ids=["no-client-cert", "client-cert"])
-def test_ssl_object_matches_the_client(loop, pki, client_cert):
+@pytest.mark.parametrize("native", [False, True], ids=["asyncio-accept", "native-accept"])
+def test_ssl_object_matches_the_client(loop, pki, client_cert, native):
     cfg = _core.TlsConfig(
         str(pki["cert"]),
         str(pki["key"]),
@@ -66,7 +72,8 @@ def test_ssl_object_matches_the_client(loop, pki, client_cert):
 
     async def main():
         seen = loop.create_future()
-        server = await loop.create_server(lambda: Recorder(seen), "127.0.0.1", 0, ssl=cfg)
+        factory = marked_native(Recorder, seen) if native else (lambda: Recorder(seen))
+        server = await loop.create_server(factory, "127.0.0.1", 0, ssl=cfg)
         port = server.sockets[0].getsockname()[1]
         reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=cctx)
         writer.write(b"hello")
@@ -79,12 +86,17 @@ def test_ssl_object_matches_the_client(loop, pki, client_cert):
             client.selected_alpn_protocol(),
             client.getpeercert(True),
         )
+        own = writer.get_extra_info("peername")
         writer.close()
         server.close()
         await server.wait_closed()
-        return got, mine
+        return got, mine, own
 
-    got, (version, cipher, alpn, _server_der) = loop.run_until_complete(main())
+    got, (version, cipher, alpn, _server_der), peer = loop.run_until_complete(main())
+    want = "NativeTransport" if native else "StreamTransport"
+    assert got["transport"] == want
+    assert got["sslcontext"] is cfg
+    assert got["socket"] == peer
     assert got["version"] == version == "TLSv1.3"
     assert got["cipher"] == cipher == got["cipher_info"]
     assert got["alpn"] == alpn == "http/1.1"

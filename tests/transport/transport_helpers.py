@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import os
 import resource
@@ -35,6 +36,14 @@ HOST = "127.0.0.1"
 
 # asyncio's documented defaults for the write-buffer water marks (transports._FlowControlMixin).
 DEFAULT_LIMITS = (16 * 1024, 64 * 1024)
+
+
+def marked_native(factory, *args, **kw):
+    """`factory` as `ringloop serve` hands its protocol factory over: ringloop then sets each
+    connection up natively (docs/native-accept.md); stock asyncio ignores the mark."""
+    f = functools.partial(factory, *args, **kw)
+    f._ringloop_native = True
+    return f
 
 
 def run(loop: asyncio.AbstractEventLoop, aw, timeout: float = LONG):

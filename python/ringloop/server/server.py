@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import signal
 import socket
@@ -244,6 +245,10 @@ class Server:
                 shared = self.config.workers > 1 and (
                     bool(self.config.uds) or self.config.fd is not None
                 )
+            factory = functools.partial(_core.HttpConn, state)
+            # Each connection is then set up natively, no Python per accept (see
+            # docs/native-accept.md).
+            factory._ringloop_native = True  # type: ignore[attr-defined]
             for sock in sockets:
                 if shared:
                     loop._share_listener(sock)
@@ -252,7 +257,7 @@ class Server:
                     loop._hand_over_listener(sock)
                 self._listeners.append(
                     await loop.create_server(
-                        lambda: _core.HttpConn(state),
+                        factory,
                         sock=sock,
                         backlog=self.config.backlog,
                         ssl=ssl_ctx,

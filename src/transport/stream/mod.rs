@@ -13,10 +13,14 @@
 //!   data pending, write_eof, sendfile's empty waiter). Left unset on the hot path, so a
 //!   drained buffer costs no Python call.
 
+mod accept;
+mod owned;
 mod read;
 mod tls;
 mod write;
 
+pub use accept::NativeAccept;
+pub use owned::NativeTransport;
 pub use tls::TlsConfig;
 
 use std::collections::VecDeque;
