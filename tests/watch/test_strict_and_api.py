@@ -38,6 +38,9 @@ def test_strict_flags_short_blocking_io(run, tmp_path):
     assert b.strict and b.kind == "file"
     assert any(str(path) in ev.detail for ev in b.io_events)
     assert "strict mode" in str(b)
+    # The short I/O is the application's line: nothing says otherwise (the sentence that did
+    # ended in "the rest was " and nothing).
+    assert "no application line" not in str(b), str(b)
 
 
 @pytest.mark.parametrize("loop", ["asyncio", "ringloop"])

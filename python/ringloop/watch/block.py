@@ -121,11 +121,13 @@ class Block:
         if self.causes:
             lines[0] = head.rsplit(", kind:", 1)[0] + ": " + self.breakdown()
             lines.append(f"  kind: {self.kind}")
-            if self.application_time() < self.threshold:
+            others = [c.cause for c in self.causes if not c.application]
+            # A strict-mode report of short I/O is the application's line by definition.
+            short_io = self.strict and self.duration < self.threshold
+            if others and not short_io and self.application_time() < self.threshold:
                 lines.append(
                     "  no application line is to blame: the loop thread's own work was under the"
-                    " threshold; the rest was "
-                    + " and ".join(c.cause for c in self.causes if not c.application)
+                    " threshold; the rest was " + " and ".join(others)
                 )
         if self.task_name is not None:
             lines.append(f"  task: {self.task_name} running {self.coroutine}")
