@@ -130,16 +130,22 @@ def _watched_run(self):
 def _report(handle: Any, st: CoreSliceState) -> None:
     """The slice of `handle` was slow or did I/O the Python sink noted: report it or drop it."""
     start, end = st.core.last
-    d = end - start
     try:
-        if d >= st.slow_ns or (st.strict and st.io_events):
-            if d >= st.slow_ns:
-                record_buffered(st, _events())
-            st.on_slow(handle, start, end)
-        elif st.io_raw:
-            st.io_raw = []  # a short slice's raw events (and the frames they hold) go now
+        _ended(st, handle, start, end)
     finally:
         st.core.handle = None
+
+
+def _ended(st: SliceState, handle: Any, start: int, end: int) -> None:
+    """A slice ended: report it if slow (or, in strict mode, with I/O), else drop its raw
+    events (and the frames they hold)."""
+    slow = end - start >= st.slow_ns
+    if slow or (st.strict and st.io_events):
+        if slow:
+            record_buffered(st, _events())
+        st.on_slow(handle, start, end)
+    elif st.io_raw:
+        st.io_raw = []
 
 
 def _watched_run_py(self):
@@ -166,14 +172,8 @@ def _watched_run_py(self):
         end = _end(start, st.slow_ns)
         st.start_ns = 0
         st.count += 1
-        d = end - start
-        st.total_ns += d
-        if d >= st.slow_ns or (st.strict and st.io_events):
-            if d >= st.slow_ns:
-                record_buffered(st, _events())
-            st.on_slow(self, start, end)
-        elif st.io_raw:
-            st.io_raw = []  # a short slice's raw events (and the frames they hold) go now
+        st.total_ns += end - start
+        _ended(st, self, start, end)
         st.handle = None
 
 
@@ -186,13 +186,7 @@ def _close_initial(st: SliceState, start: int) -> None:
     """End the slice that was running when watching began (it ran unwrapped)."""
     end = _end(start, st.slow_ns)
     st.start_ns = 0
-    slow = end - start >= st.slow_ns
-    if slow or (st.strict and st.io_events):
-        if slow:
-            record_buffered(st, _events())
-        st.on_slow(None, start, end)
-    elif st.io_raw:
-        st.io_raw = []
+    _ended(st, None, start, end)
 
 
 def _noop() -> None:
