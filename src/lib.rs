@@ -43,6 +43,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<transport::datagram::DatagramIO>()?;
     m.add_class::<http::server::ServerState>()?;
     m.add_class::<http::conn::HttpConn>()?;
+    m.add_class::<watch::asyncio_slices::AsyncioSlices>()?;
     m.add_class::<http::asgi::Receive>()?;
     m.add_class::<http::asgi::Send>()?;
     m.add_class::<http::stream::message::Done>()?;

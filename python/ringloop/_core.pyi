@@ -16,6 +16,23 @@ def audit_slice_begin(eager: bool) -> int: ...
 def audit_slice_end(start_ns: int, slow_ns: int) -> int: ...
 def audit_slice_events() -> list[tuple[str, tuple[Any, ...], Any, int]]: ...
 
+@final
+class AsyncioSlices:
+    """The slice state of a watched stock asyncio loop (ringloop/watch/backends/asyncio_handles.py)."""
+
+    def __new__(cls, orig_run: Callable[[Any], object]) -> AsyncioSlices: ...
+    def runner(self) -> Callable[[Any], bool | None]: ...
+    seq: int
+    start_ns: int
+    handle: Any
+    count: int
+    total_ns: int
+    slow_ns: int
+    strict: bool
+    io: bool
+    @property
+    def last(self) -> tuple[int, int]: ...
+
 @type_check_only
 class _HandleMethods:
     """What `Handle` and `TimerHandle` share (one Rust macro defines both)."""

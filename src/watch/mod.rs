@@ -5,6 +5,7 @@
 //! - `audit`: a C-level audit hook (`PySys_AddAuditHook`) that forwards I/O audit events raised
 //!   inside a watched slice to the Python watch, and costs a thread-local read otherwise;
 //! - `audit_fast`: the two raw calls that mark a stock asyncio loop's slices for that hook;
+//! - `asyncio_slices`: a stock asyncio loop's slice state and its one native call per slice;
 //! - `sampler`: a watchdog thread that never takes the GIL and reads the loop thread's Python
 //!   stack while a slice is still running — the only way to see *where* a C call that holds
 //!   the GIL (`sum(range(10**8))`, a regex, a C extension) is stuck.
@@ -13,6 +14,7 @@
 //! the loop's watch methods in `eventloop::watch_hooks`.
 
 pub mod audit;
+pub mod asyncio_slices;
 pub mod audit_fast;
 pub mod sampler;
 pub mod slice;
