@@ -395,7 +395,15 @@ def test_gc_and_cpu_in_one_slice(run):
     # tens of ms of waiting for a CPU that the spin's own clock does not see).
     outside = (own["end_ns"] - b.start_ns) / 1e9 - own["gc"]
     _near(_app(b) + _share(b, "starved") + _share(b, "throttled"), outside, b)
-    assert any(c.cause == "cpu" and c.application for c in b.causes), str(b)
+    # `cpu`; or `unknown` where the spin's own CPU, the collection's taken out, is within the
+    # readings' error of the cpu/wait cut (app_kind.beside_gc: max(2 ms, 5 % of the
+    # collections); a busy machine stretched a collection to 1 s and left the spin 9 ms of
+    # its own). A spin's share is over 0.5, so that is only where its time is under
+    # max(8 ms, a fifth of the collections). Never `wait`.
+    app = [c for c in b.causes if c.application]
+    assert app and all(c.cause in ("cpu", "unknown") for c in app), str(b)
+    small = _app(b) < max(0.008, _share(b, "gc") / 5)
+    assert small or any(c.cause == "cpu" for c in app), str(b)
 
 
 def _sleep_then_collect(own: dict, late: threading.Event | None = None):
