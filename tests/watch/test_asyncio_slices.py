@@ -18,7 +18,7 @@ BLOCK = 0.06
 @pytest.fixture(params=["native", "python"])
 def wrapper(request, monkeypatch):
     if request.param == "python":
-        monkeypatch.setattr(asyncio_handles, "AsyncioSlices", None)
+        monkeypatch.setattr(asyncio_handles, "NATIVE", False)
         monkeypatch.setattr(asyncio_handles, "_wrapper", asyncio_handles._watched_run_py)
     return request.param
 

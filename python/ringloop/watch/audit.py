@@ -207,12 +207,13 @@ def _hook(event: str, args: tuple) -> None:
     loop = _get_running_loop()  # thread-local: None off any loop thread
     if loop is None or not PyAuditHookSource._is_watched(loop):
         return
-    if loop in native_loops or getattr(loop, "_native_audit", False):
+    if loop in native_loops:
         return  # loops watched through the C-level hook report through _native_hook instead
     sink(loop, event, args, _getframe(1))
 
 
-# Stock asyncio loops whose slices tell the C-level hook they run (backends/asyncio_handles.py).
+# Loops whose I/O the C-level hook reports: ringloop's (backends/native.py) and stock asyncio's
+# (backends/asyncio_handles.py), whose slices tell the hook they run.
 native_loops: weakref.WeakSet = weakref.WeakSet()
 
 

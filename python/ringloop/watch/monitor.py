@@ -101,7 +101,7 @@ class LoopMonitor:
             # A ringloop loop, and a stock asyncio one, report I/O through ringloop's C-level
             # hook; the Python-level hook is process-wide and can never be removed, so it is
             # only installed for loops that need it (uvloop).
-            if getattr(self.loop, "_native_audit", False) or self.loop in audit.native_loops:
+            if self.loop in audit.native_loops:
                 audit.connect_native(_audit_sink, _is_watched)
             else:
                 audit_source.install(_audit_sink, _is_watched)

@@ -45,10 +45,9 @@ try:
     from ..._core import audit_slice_end as _end
     from ..._core import audit_slice_events as _events
 
-    NATIVE_AUDIT = True
+    NATIVE = True
 except ImportError:  # pragma: no cover - the watch without ringloop's native module
-    NATIVE_AUDIT = False
-    AsyncioSlices = None
+    NATIVE = False
 
     def _begin(eager: bool) -> int:
         return _mono()
@@ -179,7 +178,7 @@ def _watched_run_py(self):
 
 add_boundary_code(_watched_run.__code__)
 add_boundary_code(_watched_run_py.__code__)
-_wrapper = _watched_run if AsyncioSlices is not None else _watched_run_py
+_wrapper = _watched_run if NATIVE else _watched_run_py
 
 
 def _close_initial(st: SliceState, start: int) -> None:
@@ -248,16 +247,16 @@ class AsyncioBackend:
 
     def __init__(self, loop: Any, monitor: Any) -> None:
         self.loop = loop
-        state_type = CoreSliceState if AsyncioSlices is not None else SliceState
+        state_type = CoreSliceState if NATIVE else SliceState
         self.state = state_type(monitor, monitor.thread_id)
 
     def start(self) -> None:
-        if NATIVE_AUDIT and audit.install_native_hook():
+        if NATIVE and audit.install_native_hook():
             # The C hook reports this loop's I/O; the Python one (there for uvloop, or a
             # source set with `set_audit_source`) must not report it twice.
             audit.native_loops.add(self.loop)
         _states[self.loop] = self.state
-        if isinstance(self.state, CoreSliceState):
+        if NATIVE:
             _runs[self.loop] = (self.state.core.runner(), self.state)
         _sync_patch()
         if events._get_running_loop() is self.loop:
@@ -292,7 +291,7 @@ class AsyncioBackend:
 
     def io_noted(self) -> None:
         # Strict mode: the slice has I/O and must be looked at when it ends, however short.
-        if isinstance(self.state, CoreSliceState):
+        if NATIVE:
             self.state.core.io = True
 
     def take_buffered_io(self) -> None:

@@ -21,7 +21,7 @@ Two native extras are used when the build provides them:
   watchdog's (which can only sample once it gets the GIL, i.e. possibly after the C call).
 - ``_core.audit_hook_install(hook)`` + ``loop._watch_audit(True)``: a C-level audit hook that
   reaches Python only for I/O events raised inside a timed slice of this loop; the Python-level
-  hook then skips ringloop loops (``loop._native_audit``).
+  hook then skips ringloop loops (``audit.native_loops``).
 """
 
 from __future__ import annotations
@@ -53,6 +53,7 @@ class NativeBackend:
         self._apply()
         if hasattr(self.loop, "_watch_audit") and audit.install_native_hook():
             self.loop._native_audit = True
+            audit.native_loops.add(self.loop)
             self._apply_audit_mode()
         loop, st = self.loop, self.state
         if asyncio.events._get_running_loop() is loop and loop._slice_start_ns == 0:
@@ -80,6 +81,7 @@ class NativeBackend:
         if getattr(self.loop, "_native_audit", False):
             self.loop._watch_audit(0)
             self.loop._native_audit = False
+            audit.native_loops.discard(self.loop)
         if self._native_sampler:
             self.loop._watch_sampler_stop()
             self._native_sampler = False
