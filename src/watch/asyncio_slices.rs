@@ -20,9 +20,7 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::Borrowed;
 
-use super::audit::{end_slice, set_eager};
-use super::slice::set_in_slice;
-use crate::reactor::sys::monotonic_ns;
+use super::audit_fast::{slice_begins, slice_ends};
 
 /// The slice state of one watched asyncio loop (`backends/asyncio_handles.py`'s `CoreSliceState`
 /// shows it to the rest of the watch under `SliceState`'s attribute names).
@@ -87,22 +85,13 @@ unsafe extern "C" fn run(slf: *mut ffi::PyObject, handle: *mut ffi::PyObject) ->
     // SAFETY: `handle` is the borrowed argument; the stored reference is our own.
     me.set_handle(unsafe { ffi::Py_NewRef(handle) });
     me.io.store(false, Relaxed);
-    set_eager(me.strict.load(Relaxed));
-    // A slice that raised out of the wrapper without ending cannot leave events behind.
-    end_slice(false);
-    set_in_slice(true);
-    let start = monotonic_ns();
+    let start = slice_begins(me.strict.load(Relaxed));
     me.start_ns.store(start, Relaxed);
     // SAFETY: the GIL is held; `orig_run` is the original `Handle._run`; the result is a new
     // reference or NULL with the exception set, which is passed on after the bookkeeping.
     let r = unsafe { ffi::PyObject_CallOneArg(me.orig_run.as_ptr(), handle) };
-    let end = monotonic_ns();
-    set_in_slice(false);
+    let (end, slow) = slice_ends(start, me.slow_ns.load(Relaxed));
     let d = end.saturating_sub(start);
-    let slow = d >= me.slow_ns.load(Relaxed);
-    if !slow {
-        end_slice(false); // a short slice's buffered I/O goes now
-    }
     me.start_ns.store(0, Relaxed);
     me.count.fetch_add(1, Relaxed);
     me.total_ns.fetch_add(d, Relaxed);

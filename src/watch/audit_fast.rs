@@ -21,12 +21,33 @@ unsafe extern "C" fn slice_begin(_module: *mut ffi::PyObject, eager: *mut ffi::P
     // SAFETY: a METH_O function is called with the GIL held and a borrowed argument; True is
     // a singleton, so identity is truthiness for the bool the wrapper passes.
     let eager = unsafe { eager == ffi::Py_True() };
+    // SAFETY: the GIL is held; returns a new reference or NULL with an exception set.
+    unsafe { ffi::PyLong_FromUnsignedLongLong(slice_begins(eager)) }
+}
+
+/// A watched slice begins on this thread: the C hook keeps its I/O (handed to the sink at once
+/// if `eager`). Returns its start (CLOCK_MONOTONIC ns). Shared by `audit_slice_begin` and
+/// `AsyncioSlices.run`.
+#[inline]
+pub fn slice_begins(eager: bool) -> u64 {
     set_eager(eager);
     // A slice that raised out of its wrapper without ending cannot leave events behind.
     end_slice(false);
     set_in_slice(true);
-    // SAFETY: the GIL is held; returns a new reference or NULL with an exception set.
-    unsafe { ffi::PyLong_FromUnsignedLongLong(monotonic_ns()) }
+    monotonic_ns()
+}
+
+/// The slice begun at `start` ends: returns its end and whether it lasted `slow_ns` or more;
+/// a shorter one's buffered events are dropped here, with the frames they hold.
+#[inline]
+pub fn slice_ends(start: u64, slow_ns: u64) -> (u64, bool) {
+    let end = monotonic_ns();
+    set_in_slice(false);
+    let slow = end.saturating_sub(start) >= slow_ns;
+    if !slow {
+        end_slice(false);
+    }
+    (end, slow)
 }
 
 unsafe extern "C" fn slice_end(
@@ -34,9 +55,8 @@ unsafe extern "C" fn slice_end(
     args: *mut *mut ffi::PyObject,
     nargs: ffi::Py_ssize_t,
 ) -> *mut ffi::PyObject {
-    let end = monotonic_ns();
-    set_in_slice(false);
     if nargs != 2 {
+        set_in_slice(false);
         // SAFETY: the GIL is held (METH_FASTCALL functions are called with it).
         let py = unsafe { Python::assume_attached() };
         pyo3::exceptions::PyTypeError::new_err("audit_slice_end(start_ns, slow_ns) takes 2 arguments").restore(py);
@@ -47,11 +67,10 @@ unsafe extern "C" fn slice_end(
     let (start, slow) = unsafe { (ffi::PyLong_AsUnsignedLongLong(*args), ffi::PyLong_AsUnsignedLongLong(*args.offset(1))) };
     // SAFETY: the GIL is held.
     if (start == u64::MAX || slow == u64::MAX) && unsafe { !ffi::PyErr_Occurred().is_null() } {
+        set_in_slice(false);
         return ptr::null_mut();
     }
-    if end.saturating_sub(start) < slow {
-        end_slice(false);
-    }
+    let (end, _) = slice_ends(start, slow);
     // SAFETY: the GIL is held; returns a new reference or NULL with an exception set.
     unsafe { ffi::PyLong_FromUnsignedLongLong(end) }
 }
