@@ -40,6 +40,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<transport::stream::TlsConfig>()?;
     m.add_class::<transport::stream::NativeTransport>()?;
     m.add_class::<transport::stream::NativeAccept>()?;
+    m.add_class::<transport::registry::TransportMap>()?;
     m.add_class::<transport::datagram::DatagramIO>()?;
     m.add_class::<http::server::ServerState>()?;
     m.add_class::<http::conn::HttpConn>()?;

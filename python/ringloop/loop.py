@@ -24,7 +24,6 @@ import ipaddress
 import socket
 import sys
 import threading
-import weakref
 from asyncio import base_events, events, selector_events
 from asyncio.log import logger
 
@@ -65,8 +64,9 @@ class Loop(
         # The native core owns the queues; see the module docstring.
         del self._ready
         del self._scheduled
-        # fd -> transport, for _ensure_fd_no_transport (filled by native transports).
-        self._transports = weakref.WeakValueDictionary()
+        # fd -> transport, held weakly, for _ensure_fd_no_transport: asyncio's
+        # WeakValueDictionary in Rust (a native connection registers with no Python run).
+        self._transports = _core.TransportMap()
         # listening fd -> token of its multishot accept (io_uring; see _streams).
         self._accepting = {}
         # listening fd -> its _core.NativeAccept, for the listeners served natively.

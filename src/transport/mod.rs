@@ -15,4 +15,5 @@
 pub mod buffers;
 pub mod datagram;
 pub mod reading;
+pub mod registry;
 pub mod stream;

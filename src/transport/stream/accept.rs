@@ -22,6 +22,7 @@ use super::{StreamIO, TlsConfig};
 use crate::eventloop::core::LoopCore;
 use crate::eventloop::gil_cell::GilCell;
 use crate::transport::datagram::address;
+use crate::transport::registry::TransportMap;
 
 struct Acceptor {
     server: Option<Py<PyAny>>,
@@ -95,7 +96,11 @@ impl NativeAccept {
         let transport = Bound::new(py, NativeTransport { fd, loop_: this.loop_.clone_ref(py), io: io.clone().unbind(), st: GilCell::new(owned) })?;
         io.get().st.borrow_mut(py)?.transport = Some(transport.clone().into_any().unbind());
         // As asyncio's transports: `add_reader`/`sock_*` refuse the fd while it is open.
-        loop_.getattr(intern!(py, "_transports"))?.set_item(fd, &transport)?;
+        let transports = loop_.getattr(intern!(py, "_transports"))?;
+        match transports.cast::<TransportMap>() {
+            Ok(map) => map.get().insert(py, fd as i64, transport.as_any())?,
+            Err(_) => transports.set_item(fd, &transport)?,
+        }
         if let Some(s) = &server {
             let args = if this.server_takes_transport { PyTuple::new(py, [transport.as_any()])? } else { PyTuple::empty(py) };
             s.call_method1(py, intern!(py, "_attach"), args)?;
