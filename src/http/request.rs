@@ -223,7 +223,9 @@ impl HeadCopy {
 pub(crate) fn address(addr: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
     let py = addr.py();
     match addr.cast::<PyTuple>() {
-        Ok(t) if t.len() >= 2 => Ok(PyTuple::new(py, [t.get_item(0)?, t.get_item(1)?])?.into_any().unbind()),
+        // An IPv4 `(host, port)` is already the scope's form (tuples are immutable).
+        Ok(t) if t.len() == 2 => Ok(t.clone().into_any().unbind()),
+        Ok(t) if t.len() > 2 => Ok(PyTuple::new(py, [t.get_item(0)?, t.get_item(1)?])?.into_any().unbind()),
         _ => Ok(py.None()),
     }
 }

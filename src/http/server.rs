@@ -106,6 +106,8 @@ pub struct ServerState {
     pub(crate) log_debug: Option<Py<PyAny>>,
     /// `trusted(host) -> bool` for `--proxy-headers` (`None`: proxy headers ignored).
     pub(crate) proxy_trusted: Option<Py<PyAny>>,
+    /// `proxy_trusted`'s answers for the peers' hosts seen so far (`peer_trusted`).
+    trusted_hosts: GilCell<HashMap<String, bool>>,
     /// More requests in flight than this get a 503 (`--limit-concurrency`).
     pub(crate) limit_concurrency: Option<u64>,
     /// After this many requests the worker stops gracefully (`--limit-max-requests`).
@@ -157,6 +159,31 @@ impl ServerState {
         let gone = self.conns.borrow_mut(py)?.remove(&id);
         drop(gone);
         Ok(())
+    }
+
+    /// Whether a connection's peer (`(host, port)`, or `None` on a Unix socket) is a trusted
+    /// proxy. The answer depends on the host alone (`--forwarded-allow-ips` is fixed at start),
+    /// so it is asked of Python once per host, not once per connection: a server behind a proxy
+    /// sees the same few hosts on every connection. At most `TRUSTED_CACHE` hosts are kept.
+    pub(crate) fn peer_trusted(&self, client: &Bound<'_, PyAny>) -> PyResult<bool> {
+        const TRUSTED_CACHE: usize = 1024;
+        let py = client.py();
+        let Some(trusted) = &self.proxy_trusted else { return Ok(false) };
+        let host = client.cast::<pyo3::types::PyTuple>().ok().and_then(|t| t.get_item(0).ok());
+        let host = host.as_ref().and_then(|h| h.cast::<PyString>().ok());
+        let Some(host) = host.as_ref().and_then(|h| h.to_str().ok()) else {
+            return trusted.call1(py, (client,))?.is_truthy(py);
+        };
+        if let Some(&known) = self.trusted_hosts.borrow(py)?.get(host) {
+            return Ok(known);
+        }
+        let answer = trusted.call1(py, (client,))?.is_truthy(py)?;
+        let mut hosts = self.trusted_hosts.borrow_mut(py)?;
+        if hosts.len() >= TRUSTED_CACHE {
+            hosts.clear();
+        }
+        hosts.insert(host.to_owned(), answer);
+        Ok(answer)
     }
 
     /// Count one finished request; `true` when it was the last one `max_requests` allows.
@@ -278,6 +305,7 @@ impl ServerState {
             log_error,
             log_debug,
             proxy_trusted,
+            trusted_hosts: GilCell::new(HashMap::new()),
             limit_concurrency,
             max_requests,
             on_max_requests,

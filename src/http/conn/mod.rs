@@ -62,7 +62,7 @@ use crate::eventloop::core::LoopCore;
 use crate::eventloop::flush::FlushAtEnd;
 use crate::eventloop::gil_cell::GilCell;
 use crate::reactor::sys::monotonic_ns;
-use crate::transport::stream::{NativeProtocol, Received, StreamIO};
+use crate::transport::stream::{NativeProtocol, NativeTransport, Received, StreamIO};
 
 pub(crate) struct ConnState {
     pub(crate) h1: Conn,
@@ -456,12 +456,16 @@ impl HttpConn {
         let this = slf.get();
         let server = this.server.get();
         let io = transport.getattr(intern!(py, "_io")).ok().and_then(|io| io.cast_into::<StreamIO>().ok());
-        let client = request::address(&transport.call_method1(intern!(py, "get_extra_info"), ("peername",))?)?;
-        let local = request::address(&transport.call_method1(intern!(py, "get_extra_info"), ("sockname",))?)?;
-        let peer_trusted = match &server.proxy_trusted {
-            Some(trusted) => trusted.call1(py, (&client,))?.is_truthy(py)?,
-            None => false,
+        let (peer, sock) = match transport.cast::<NativeTransport>() {
+            Ok(t) => t.get().names(py)?,
+            Err(_) => (
+                transport.call_method1(intern!(py, "get_extra_info"), ("peername",))?.unbind(),
+                transport.call_method1(intern!(py, "get_extra_info"), ("sockname",))?.unbind(),
+            ),
         };
+        let client = request::address(peer.bind(py))?;
+        let local = request::address(sock.bind(py))?;
+        let peer_trusted = server.peer_trusted(client.bind(py))?;
         if let Some(io) = &io {
             io.get().set_native_protocol(py, slf.clone().unbind())?;
         }

@@ -203,6 +203,15 @@ fn tls_log(py: Python<'_>, message: String) -> PyResult<()> {
     log.call_method1(intern!(py, "debug"), (message,)).map(drop)
 }
 
+impl NativeTransport {
+    /// `(peername, sockname)` as made at accept, for the HTTP connection's scope, without a
+    /// `get_extra_info` call through Python per connection.
+    pub(crate) fn names(&self, py: Python<'_>) -> PyResult<(Py<PyAny>, Py<PyAny>)> {
+        let st = self.st.borrow(py)?;
+        Ok((st.peername.clone_ref(py), st.sockname.clone_ref(py)))
+    }
+}
+
 #[pymethods]
 impl NativeTransport {
     #[getter]
