@@ -16,7 +16,8 @@ What the borrowed code reaches for on the loop, besides the public API:
 * `_add_reader`/`_remove_reader`/`_add_writer`/`_remove_writer`: aliased onto the native fd
   watchers by `_pipes.PipesMixin` (unchecked, as asyncio's are; the public `add_reader` & co
   check `_transports` first, in `loop.py`).
-* `_transports` (fd -> transport, a `WeakValueDictionary` made in `Loop.__init__`): every
+* `_transports` (fd -> transport held weakly, a `_core.TransportMap` made in `Loop.__init__`:
+  asyncio's `WeakValueDictionary` in Rust): every
   transport registers itself there, so `_ensure_fd_no_transport` makes `sock_*` and the public
   fd watchers refuse an fd a transport owns, as asyncio does.
 * `_selector`: read only by the transports' `__repr__`, which asks `get_key(fd).events` to
