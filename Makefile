@@ -87,7 +87,7 @@ fuzz: ## a long fuzz run: 10 minutes per parser target (HTTP/1.1 and WebSocket)
 test-py: $(BUILT_CI) ## pytest: behaviour, conformance (CPython's test_asyncio, Autobahn's selection) and watch tests
 	@# wstest for tests/ws (Python 2.7); if this fails, test_ws_autobahn says why
 	-bash tests/ws/install_autobahn.sh >/dev/null
-	RINGLOOP_REQUIRE=1 $(PY) -m pytest -q -p no:cacheprovider --durations=40 -m "not slow"
+	RINGLOOP_REQUIRE=1 $(PY) -m pytest -q -rxX -p no:cacheprovider --durations=40 -m "not slow"
 
 test-bound: $(BUILT_CI) ## the io_uring loop, transport and conformance tests again on thread-bound loops
 	RINGLOOP_REQUIRE=1 RINGLOOP_THREAD_BOUND=1 $(PY) -m pytest -q -p no:cacheprovider -m "not slow" -k io_uring tests/loop tests/transport tests/conformance

@@ -27,7 +27,7 @@ maturin develop --release -q
 python -c 'import ringloop._core as c, sys; assert f"cpython-{sys.version_info[0]}{sys.version_info[1]}" in c.__file__, c.__file__'
 
 set +e
-RINGLOOP_REQUIRE=1 python -m pytest -q -p no:cacheprovider "$@"
+RINGLOOP_REQUIRE=1 python -m pytest -q -rxX -p no:cacheprovider "$@"
 status=$?
 set -e
 if [ "$status" = 5 ]; then
