@@ -11,7 +11,11 @@ import pytest
 
 ringloop = pytest.importorskip("ringloop")
 from ringloop import _core  # noqa: E402
-from ringloop.watch import BlockingError, no_blocking  # noqa: E402
+from ringloop.watch import (  # noqa: E402
+    BlockingError,
+    audit,
+    no_blocking,
+)
 
 pytestmark = [
     pytest.mark.timeout(60),
@@ -77,7 +81,7 @@ def test_native_audit_hook_reports_file_io_in_strict_mode():
     loop = ringloop.new_event_loop()
     try:
         blocks = loop.run_until_complete(main())
-        assert loop._native_audit is False, "audit routing restored after the scope"
+        assert loop not in audit.native_loops, "audit routing restored after the scope"
     finally:
         loop.close()
         os.unlink(path)

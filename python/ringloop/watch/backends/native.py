@@ -21,7 +21,7 @@ Two native extras are used when the build provides them:
   watchdog's (which can only sample once it gets the GIL, i.e. possibly after the C call).
 - ``_core.audit_hook_install(hook)`` + ``loop._watch_audit(True)``: a C-level audit hook that
   reaches Python only for I/O events raised inside a timed slice of this loop; the Python-level
-  hook then skips ringloop loops (``audit.native_loops``).
+  hook then skips ringloop loops (``audit.native_loops``, this backend's record of it too).
 """
 
 from __future__ import annotations
@@ -52,7 +52,6 @@ class NativeBackend:
         self._started = True
         self._apply()
         if hasattr(self.loop, "_watch_audit") and audit.install_native_hook():
-            self.loop._native_audit = True
             audit.native_loops.add(self.loop)
             self._apply_audit_mode()
         loop, st = self.loop, self.state
@@ -78,14 +77,18 @@ class NativeBackend:
     def stop(self) -> None:
         self._started = False
         self.loop._watch_set(0, None)
-        if getattr(self.loop, "_native_audit", False):
+        if self._native_audit:
             self.loop._watch_audit(0)
-            self.loop._native_audit = False
             audit.native_loops.discard(self.loop)
         if self._native_sampler:
             self.loop._watch_sampler_stop()
             self._native_sampler = False
             self._sampler_cfg = None
+
+    @property
+    def _native_audit(self) -> bool:
+        # Whether the C hook reports this loop's I/O: `audit.native_loops` is the one record.
+        return self.loop in audit.native_loops
 
     def retune(self, threshold_ns: int) -> None:
         self._threshold_ns = threshold_ns
@@ -100,7 +103,7 @@ class NativeBackend:
     def _apply(self) -> None:
         st = self.state
         self.loop._watch_set(max(1, st.slow_ns), self._on_slow, max(1, self._threshold_ns))
-        if getattr(self.loop, "_native_audit", False):
+        if self._native_audit:
             self._apply_audit_mode()
         cfg = (st.arm_ns, st.sample_interval_ns)
         if (
@@ -122,7 +125,7 @@ class NativeBackend:
         if self._native_sampler:
             self._adopt_native_samples(self.loop._slice_seq)
             st.signal_delay_ns = self.loop._native_signal_delay(self.loop._slice_seq)
-        if getattr(self.loop, "_native_audit", False):
+        if self._native_audit:
             record_buffered(st, self.loop._slice_audit_events())
         self.monitor.slice_ended(handle, start_ns, start_ns + duration_ns, readings=readings)
 
