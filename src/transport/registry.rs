@@ -46,11 +46,23 @@ impl TransportMap {
         }
     }
 
-    /// `(fd, transport)` of every live entry, in fd order (a snapshot: the caller may mutate).
+    /// The live transport under `fd`, taken out of the map (`pop`, `del`).
+    fn take<'py>(&self, py: Python<'py>, fd: i64) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let r = self.refs.borrow_mut(py)?.remove(&fd);
+        Ok(r.and_then(|r| r.bind(py).upgrade()))
+    }
+
+    /// `(fd, transport)` of every live entry, in fd order (a snapshot: the caller may mutate);
+    /// the dead ones are dropped on the way.
     fn snapshot<'py>(&self, py: Python<'py>) -> PyResult<Vec<(i64, Bound<'py, PyAny>)>> {
-        let mut refs = self.refs.borrow_mut(py)?;
-        refs.retain(|_, r| r.bind(py).upgrade().is_some());
-        let mut out: Vec<_> = refs.iter().filter_map(|(fd, r)| r.bind(py).upgrade().map(|t| (*fd, t))).collect();
+        let mut out = Vec::new();
+        self.refs.borrow_mut(py)?.retain(|fd, r| match r.bind(py).upgrade() {
+            Some(t) => {
+                out.push((*fd, t));
+                true
+            }
+            None => false,
+        });
         out.sort_unstable_by_key(|(fd, _)| *fd);
         Ok(out)
     }
@@ -90,9 +102,10 @@ impl TransportMap {
     fn __delitem__(&self, key: &Bound<'_, PyAny>) -> PyResult<()> {
         let py = key.py();
         let fd = key_of(key).ok_or_else(|| key_error(key))?;
-        let live = self.live(py, fd)?.is_some();
-        self.refs.borrow_mut(py)?.remove(&fd);
-        if live { Ok(()) } else { Err(key_error(key)) }
+        match self.take(py, fd)? {
+            Some(_) => Ok(()),
+            None => Err(key_error(key)),
+        }
     }
 
     fn __contains__(&self, key: &Bound<'_, PyAny>) -> PyResult<bool> {
@@ -125,11 +138,7 @@ impl TransportMap {
     fn pop<'py>(&self, key: &Bound<'py, PyAny>, default: &Bound<'py, PyTuple>) -> PyResult<Bound<'py, PyAny>> {
         let py = key.py();
         let found = match key_of(key) {
-            Some(fd) => {
-                let t = self.live(py, fd)?;
-                self.refs.borrow_mut(py)?.remove(&fd);
-                t
-            }
+            Some(fd) => self.take(py, fd)?,
             None => None,
         };
         match (found, default.len()) {
