@@ -250,14 +250,24 @@ def _throttle_child(loop_name: str, cgdir: str) -> None:
 
     async def main():
         async with no_blocking(THRESHOLD, action="log") as nb:
+            # Readings outside the slice (before the sleep that ends before it, and in the
+            # slice after it) and inside it: throttling comes in chunks of up to a period
+            # (100 ms), and one may fall between the slice's edge and the inner readings, or
+            # between the outer ones and the edge. The slice's throttled time lies between.
+            _, d_before = schedstat()
+            _, t_before = cgroup_throttled(cgdir)
             await asyncio.sleep(0.01)
             c0, d0 = schedstat()
             _, t0 = cgroup_throttled(cgdir)
             spin_cpu(0.005)  # BLOCKS-throttled
             c1, d1 = schedstat()
             _, t1 = cgroup_throttled(cgdir)
-            out.update(cpu=(c1 - c0) / 1e9, delay=(d1 - d0) / 1e9, throttled=(t1 - t0) / 1e9)
             await asyncio.sleep(0)
+            _, d_after = schedstat()
+            _, t_after = cgroup_throttled(cgdir)
+            out.update(cpu=(c1 - c0) / 1e9, delay=(d1 - d0) / 1e9, throttled=(t1 - t0) / 1e9)
+            out.update(delay_out=(d_after - d_before) / 1e9)
+            out.update(throttled_out=(t_after - t_before) / 1e9)
         out["blocks"] = [b.to_dict() | {"report": str(b)} for b in nb.blocks]
 
     try:

@@ -154,24 +154,15 @@ def test_starvation_while_the_watchdog_could_not_run(run, monkeypatch):
     _near(_share(b, "starved"), own["delay"], b)
 
 
-def test_a_thread_started_in_the_slice_waits_for_a_cpu(run, request):
+def test_a_thread_started_in_the_slice_waits_for_a_cpu(run):
     """``Thread.start`` waits until the new thread has run: on a busy CPU the loop thread then
     sleeps through the new thread's wait for a CPU. That is the machine's time, not the
     application's (the first ``asyncio.to_thread`` of a process starts its worker so)."""
-    if run.backend == "ringloop":
-        request.applymarker(
-            pytest.mark.xfail(
-                reason="not reliable yet (issue 23): with the native sampler (3.11), under "
-                "two more CPU hogs at the suite's nice 10, 1 of 3 full runs booked the loop "
-                "thread's 79 ms in start as its own wait, the started thread not found (cause "
-                "not known yet); asyncio and uvloop passed every run, and 3.14 (no native "
-                "sampler) too",
-                strict=False,
-            )
-        )
     if os.geteuid() != 0:
         pytest.skip("needs root to set a thread's scheduling policy back from SCHED_IDLE")
     own = {}
+
+    tries = []
 
     async def main():
         with sc.hogs_on_my_cpu(2):  # the new thread inherits the loop thread's CPU
@@ -182,12 +173,16 @@ def test_a_thread_started_in_the_slice_waits_for_a_cpu(run, request):
                     await asyncio.sleep(0)
                 thread.done.set()
                 thread.join()
+                tries.append(f"{off * 1e3:.1f}/{slept * 1e3:.1f}/{thread.delay * 1e3:.1f}")
                 # On ringloop the sampler's signals turn the sleep into waits for a CPU.
                 slept_enough = run.backend == "ringloop" or slept > 2 * sc.THRESHOLD
                 if min(off, thread.delay) > 2 * sc.THRESHOLD and slept_enough:
                     own.update(off=off, slept=slept, delay=thread.delay)
                     return nb.blocks
-        pytest.fail("two hogs never kept a SCHED_IDLE thread from the loop's CPU for 20 ms")
+        pytest.fail(
+            "two hogs never kept a SCHED_IDLE thread from the loop's CPU for 20 ms "
+            "(off/slept/delay ms: " + ", ".join(tries) + ")"
+        )
 
     b = _the_block(run(main), "starved")
     # While the new thread waited for its first CPU, the loop thread slept or waited for a CPU
@@ -280,11 +275,10 @@ def _throttle_skip() -> str | None:
 
 
 @pytest.mark.xfail(
-    reason="not reliable yet (issue 23): 2 runs in 30 missed (test_causes.py 10 times over in a "
-    "process holding 1.5 M objects, load average ~10): the scenario's own cgroup readings, "
-    "taken inside the slice, miss a CFS period's chunk (up to 100 ms) that falls between the "
-    "slice's edges and them, or the watchdog, throttled with the group, leaves the stall "
-    "without a throttled share",
+    reason="not reliable yet (issue 23): beside two to six CPU hogs (stop 32's stress loop, "
+    "each run on the three loops) it missed 8 of 129 runs while the fixes went in and 0 of "
+    "the last 20; left: readings that leave ~10 ms of a 400 ms slice unexplained, which "
+    "'no application line is to blame' (under the 10 ms threshold) cannot absorb",
     strict=False,
 )
 def test_throttling_by_the_cgroup_quota(run):
@@ -309,32 +303,35 @@ def test_throttling_by_the_cgroup_quota(run):
         out = json.loads(child.stdout.strip().splitlines()[-1])
     finally:
         os.rmdir(cg)
+    # The loop thread's wait for a CPU that the group's throttled time covers (it is summed
+    # over both CPUs' queues, so it can exceed the thread's own wait), between the readings
+    # inside the slice (at least the slice's) and those outside it (at most).
     want = min(out["throttled"], out["delay"])
+    most = min(out["throttled_out"], out["delay_out"])
     assert want > 0.03, out  # the hog used the quota up: the loop thread waited periods
     blocks = [b for b in out["blocks"] if any(c["cause"] == "throttled" for c in b["causes"])]
     assert blocks, json.dumps(out, indent=1)
     b = max(blocks, key=lambda b: b["duration"])
     assert b["kind"] == "throttled", b["report"]
     got = sum(c["seconds"] for c in b["causes"] if c["cause"] == "throttled")
-    # Throttling comes in chunks of up to a period (100 ms): the scenario's own readings, taken
-    # inside the slice, miss one that falls between the slice's start or end and them. On
-    # uvloop the slice's start is the heartbeat's (the beat that did not come), so a period
-    # throttled just before the task resumed is in the block too: one period more.
-    chunks = 0.2 if run.backend == "uvloop" else 0.1
-    assert abs(got - want) <= max(TOL * want, chunks) + SLACK, f"{got} vs {want}\n{b['report']}"
+    # On uvloop the slice's start is the heartbeat's (the beat that did not come): a period
+    # throttled just before the task resumed is in the block too, and within the outer bound.
+    assert want * (1 - TOL) - SLACK <= got <= most * (1 + TOL) + SLACK, (
+        f"{got} vs {want}..{most}\n{b['report']}"
+    )
     assert "throttled by the cgroup's CPU quota" in b["report"]
-    assert "no application line is to blame" in b["report"]
+    assert "no application line is to blame" in b["report"], b["report"]
 
 
 # -- the GIL held by another thread --------------------------------------------------------------
 
 
 @pytest.mark.xfail(
-    reason="not reliable yet (issue 23): it missed about 1 run in 8 before the watch read "
-    "schedstat with the GIL held (the GIL wait unseen: the watchdog, woken after the holder "
-    "let go, found the window closed; or the window starting at the watchdog's first due "
-    "wake, not at the slice's start); since, 1 miss (uvloop) in 60 runs in a 1.5 M-object "
-    "heap at a load average of ~10, and none in 24 with two CPU hogs beside",
+    reason="not reliable yet (issue 23): 4 misses in 149 runs (each on the three loops) "
+    "beside two to six CPU hogs (stop 32's stress loop): no window of the watchdog's was "
+    "recorded over the hold, so the wait went to the holder's start or the application; two "
+    "ways that happened are fixed (a late wake just after the slice, a watchdog due before "
+    "it), the last miss (ringloop, a 61 ms slice with no reading inside) is not understood",
     strict=False,
 )
 def test_gil_held_by_another_thread(run):

@@ -229,7 +229,9 @@ def test_production_start_stop_activate_context():
         await asyncio.create_task(request(4))
 
     asyncio.run(main())
-    assert [b.context["request_id"] for b in seen] == ["req-1", "req-3"]
+    assert [b.context["request_id"] for b in seen] == ["req-1", "req-3"], "\n\n".join(
+        map(str, seen)
+    )
     assert not watch.is_active()
 
 

@@ -56,7 +56,7 @@ import gc
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .os_readings import (  # noqa: F401 - the readings are part of causes' API
@@ -64,6 +64,7 @@ from .os_readings import (  # noqa: F401 - the readings are part of causes' API
     Snapshot,
     _names,
     cgroup_stat_files,
+    created_since,
     python_threads,
     schedstat,
     started_delays,
@@ -88,6 +89,15 @@ class GilWindow:
 _GC_KEEP = 256
 # (thread ident, start ns, end ns, generation, collected, run delay ns inside or -1, CPU ns
 # inside or -1, the thread's CPU clock and run delay at the end or -1)
+# The watchdog's wakes during which it waited for a CPU while running its Python, which it
+# does holding the GIL: (start ns, end ns, its run delay in ns). A loop thread that wanted the
+# GIL then could not run. Recorded where the watchdog reads at each wake (a quota, a busy
+# machine: `Evidence.pre`).
+watch_stalls: deque[tuple[int, int, int]] = deque(maxlen=64)
+# The wake under way, if any: (start ns, the watchdog's run delay then, its kernel id). A slice
+# reported while the watchdog is still in a wake it waited through (it gave the GIL up only
+# on the loop thread's request) counts that wait up to the report.
+watch_wake: list[tuple[int, int, int] | None] = [None]
 _gc_events: deque[tuple[int, int, int, int, int, int, int, int, int]] = deque(maxlen=_GC_KEEP)
 # thread ident, ns, run delay and CPU clock at the start (-1: not read)
 _gc_start: list[int] = [0, 0, -1, -1]
@@ -302,15 +312,17 @@ def breakdown(ev: Evidence) -> tuple[list[Cause], int | None]:
         b = early
     if b is not None and b.sched is not None:
         b = _after_collection(ev.loop_ident, b)
+    e = _nearest_end(ev, b, e)
     if b is not None and e is not None and b.sched is not None and e.sched is not None:
         lo = max(b.t_ns, start)
         window = end - lo
         gc_w, _, _, _, gc_delay_read, gc_cpu_read = gc_sum(ev.loop_ident, lo, end)
         measured = window - gc_w
-        # The threads that had run by the watchdog's baseline (see `_started_since`), else by
-        # the reading in use.
-        base_threads = ev.base.threads if ev.base is not None else None
-        known = base_threads if base_threads is not None else b.threads
+        # The threads that had run when the slice began (see `_started_since`), else by the
+        # reading in use.
+        known = ev.end.known if ev.end is not None and ev.end.known is not None else None
+        if known is None:
+            known = threads_before(start, ev.pre, ev.max_gap_ns, ev.base or b)
         if measured > 0 and measured * 4 >= dur - gc_ns:
             # Extrapolate over the slice's head when the baseline came after the start (see
             # the module docs); one taken before it covers the slice whole.
@@ -320,8 +332,11 @@ def breakdown(ev: Evidence) -> tuple[list[Cause], int | None]:
             # An end reading taken a little after the slice (the loop thread running the watch;
             # ringloop's dispatcher reads it at the slice's very end) has a tail that is not
             # the slice's. The loop thread ran or waited for a CPU through it, in the ratio the
-            # window shows: under two CPU hogs most of it is a wait, not CPU time.
+            # window shows: under two CPU hogs most of it is a wait, not CPU time. Except while
+            # the watchdog, waiting for a CPU itself, held the GIL (`watch_stalls`): the loop
+            # thread slept then (a whole period of a throttled group's, after a slice).
             tail = max(0, e.t_ns - end)
+            tail = max(0, tail - _watch_stalled(end, e.t_ns))
             if tail:
                 tail_delay = min(delay, tail * delay // max(1, cpu + delay))
                 cpu = max(0, cpu - (tail - tail_delay))
@@ -342,40 +357,53 @@ def breakdown(ev: Evidence) -> tuple[list[Cause], int | None]:
                 gc_cpu = gc_w - gc_delay
             cpu = max(0, cpu - gc_cpu)
             delay -= gc_delay
-            thr_ns, periods = 0, 0
-            for path, (n1, t1) in e.throttle.items():
-                n0, t0 = b.throttle.get(path, (n1, t1))
-                if t1 - t0 > thr_ns:
-                    thr_ns, periods = t1 - t0, n1 - n0
+            thr_ns, periods = _throttled(b, e)
             thr = min(thr_ns, delay)
-            if thr > 0:
-                causes.append(
-                    Cause(
-                        "throttled",
-                        thr * scale / 1e9,
-                        {"periods": periods, "throttled_time": thr_ns / 1e9},
-                    )
-                )
-            if delay - thr > 0:
-                causes.append(
-                    Cause(
-                        "starved", (delay - thr) * scale / 1e9, {"run_delay": (delay - thr) / 1e9}
-                    )
-                )
             # The time the loop thread was off its CPU and not waiting for one outside
             # collections: it slept, or waited for a lock, an event, another thread (the run
             # delay the sampler's signals caused is sleep too: it is out of `delay` already).
-            off = max(0, measured - cpu - delay) * scale
-            started = _started_since(known, ev, off, held)
+            off = max(0, measured - cpu - delay)
+            started = _started_since(known, ev, off * scale, held)
+            # What a thread started in the slice does not explain of it may be a wait for the
+            # GIL the watchdog held, or was handed, while waiting for a CPU (`watch_stalls`):
+            # the machine's time, throttling first as far as the group's throttled time goes
+            # beyond the loop thread's own run delay.
+            left = off - (int(started.seconds * 1e9 / scale) if started is not None else 0)
+            moved = min(_watch_stalled(lo, end), max(0, left))
+            thr_more = min(moved, max(0, thr_ns - thr))
+            _machine(
+                causes,
+                (thr + thr_more) * scale,
+                (delay - thr + moved - thr_more) * scale,
+                periods,
+                thr_ns,
+            )
             app_cpu = int(cpu * scale)
         else:
             # The baseline came too late to extrapolate from (a watchdog waiting for a CPU on
             # a busy machine). A thread started in the slice still gives its wait, which needs
             # no extrapolation; the loop thread may have slept through all of the slice that
             # the readings do not show to be its CPU time or its own wait for a CPU.
-            busy = max(0, e.sched[0] - b.sched[0]) + max(0, e.sched[1] - b.sched[1])
-            busy = max(0, busy - ev.signal_delay_ns)  # the sampler's signals: sleep, in truth
-            started = _started_since(known, ev, max(0, dur - gc_ns - busy), held)
+            cpu = max(0, e.sched[0] - b.sched[0])
+            # Its waits for a CPU that ended in the window are the slice's (it was on its CPU
+            # as the slice began, so a wait still going at the baseline began inside it): at
+            # least that much was the machine's. The run delay is added up as a wait ends, so
+            # a late baseline may be followed by tens of ms of it in a window of 3.
+            delay = max(0, e.sched[1] - b.sched[1] - ev.signal_delay_ns)
+            delay = min(delay, max(0, dur - gc_ns - cpu))
+            thr_ns, periods = _throttled(b, e)
+            thr = min(thr_ns, delay)
+            # The rest of the slice may be a wait for the GIL the watchdog held while waiting
+            # for a CPU (`watch_stalls`); throttling as far as the group's throttled time
+            # from the earliest reading on goes (the baseline came too late to frame it).
+            off = max(0, dur - gc_ns - cpu - delay)
+            started = _started_since(known, ev, off, held)
+            left = off - (int(started.seconds * 1e9) if started is not None else 0)
+            moved = min(_watch_stalled(start, end), max(0, left))
+            first = min((p for p in ev.pre if p.t_ns < b.t_ns), key=lambda p: p.t_ns, default=b)
+            wide_ns = max(thr_ns, _throttled(first, e)[0])
+            thr_more = min(moved, max(0, wide_ns - thr))
+            _machine(causes, thr + thr_more, delay - thr + moved - thr_more, periods, wide_ns)
     if gil is not None:
         # While another thread held the GIL the loop thread could not run its code anyway:
         # its wait for a CPU then (it wakes every switch interval to ask for the GIL) is part
@@ -404,6 +432,93 @@ def breakdown(ev: Evidence) -> tuple[list[Cause], int | None]:
         for c in causes:
             c.seconds *= f
     return causes, app_cpu
+
+
+def _machine(causes: list[Cause], thr: float, starved: float, periods: int, thr_ns: int) -> None:
+    """Book ``thr`` ns throttled and ``starved`` ns waiting for a CPU (scaled to the slice)."""
+    if thr > 0:
+        evidence = {"periods": periods, "throttled_time": thr_ns / 1e9}
+        causes.append(Cause("throttled", thr / 1e9, evidence))
+    if starved > 0:
+        causes.append(Cause("starved", starved / 1e9, {"run_delay": starved / 1e9}))
+
+
+def _watch_stalled(lo: int, hi: int) -> int:
+    """How long, of [lo, hi], the watchdog was off its CPU while running its Python (and so
+    holding the GIL): see `watch_stalls`. Each stall is spread evenly over its wake."""
+    total = 0
+    stalls = list(watch_stalls)
+    ongoing = watch_wake[0]
+    if ongoing is not None and ongoing[0] < hi:
+        now = schedstat(ongoing[2])
+        if now is not None and now[1] - ongoing[1] >= 0:
+            stalls.append((ongoing[0], time.monotonic_ns(), now[1] - ongoing[1]))
+    for s, e, off in stalls:
+        overlap = min(e, hi) - max(s, lo)
+        if overlap > 0:
+            total += off * overlap // max(1, e - s)
+    return total
+
+
+def _throttled(b: Snapshot, e: Snapshot) -> tuple[int, int]:
+    """The cgroup's throttled time (ns) and periods between two readings, at the level that
+    was throttled most (see the module docs)."""
+    thr_ns, periods = 0, 0
+    for path, (n1, t1) in e.throttle.items():
+        n0, t0 = b.throttle.get(path, (n1, t1))
+        if t1 - t0 > thr_ns:
+            thr_ns, periods = t1 - t0, n1 - n0
+    return thr_ns, periods
+
+
+def threads_before(
+    start_ns: int, pre: list[Snapshot], max_gap_ns: int, base: Snapshot | None
+) -> frozenset[int] | None:
+    """The Python threads that had run when a slice began, as far as the readings tell: those
+    of the watchdog's last reading before the slice (taken at each wake once it has woken
+    late, see `Evidence.pre`), else those of its baseline. The baseline comes a quarter of
+    the threshold into the slice on time, but a watchdog waiting for a CPU itself took it
+    100 ms in, after a thread started in the slice had run: that thread was then "known", its
+    wait for a CPU booked as the application's (issue 23, under two CPU hogs)."""
+    framing = [
+        p for p in pre if p.threads is not None and start_ns - max_gap_ns <= p.t_ns <= start_ns
+    ]
+    if framing:
+        return max(framing, key=lambda p: p.t_ns).threads
+    if base is None or base.threads is None:
+        return None
+    if (base.t_ns if base.threads_t_ns is None else base.threads_t_ns) <= start_ns:
+        return base.threads
+    # Without a reading from before the slice, the threads the kernel created since its start
+    # are the slice's: the baseline may have come after they ran (a thread created in the
+    # tick before the start counts too; its wait for a CPU is capped by the loop thread's
+    # sleep in the slice all the same).
+    return base.threads - created_since(base.threads, start_ns)
+
+
+def _nearest_end(ev: Evidence, b: Snapshot | None, e: Snapshot | None) -> Snapshot | None:
+    """The reading that frames the slice's end best. The end reading is taken as the slice
+    ends, or after it (a backend that learns of the end late: uvloop's heartbeat, a report
+    made on a throttled thread); its tail past the end is taken out as if the loop thread ran
+    or waited for a CPU through it, which a loop that went to sleep did not (101 ms of a
+    throttled slice booked as the application's wait). A watchdog reading inside the slice
+    nearer its end than that tail frames it instead: the gap from it to the end is taken as
+    the loop thread wanting a CPU, up to what the counters grew by the end reading, in their
+    proportion. Either way the error is at most the distance of the reading from the end."""
+    if e is None or e.sched is None or e.t_ns <= ev.end_ns:
+        return e
+    lo = b.t_ns if b is not None else ev.start_ns
+    inside = [p for p in ev.pre if p.sched is not None and lo < p.t_ns <= ev.end_ns]
+    p = max(inside, key=lambda p: p.t_ns, default=None)
+    if p is None or p.sched is None or ev.end_ns - p.t_ns >= e.t_ns - ev.end_ns:
+        return e
+    d_cpu = max(0, e.sched[0] - p.sched[0])
+    d_delay = max(0, e.sched[1] - p.sched[1])
+    grew = d_cpu + d_delay
+    wanted = min(ev.end_ns - p.t_ns, grew)
+    delay = wanted * d_delay // max(1, grew)
+    sched = (p.sched[0] + wanted - delay, p.sched[1] + delay)
+    return replace(e, t_ns=ev.end_ns, sched=sched)
 
 
 def _started_since(

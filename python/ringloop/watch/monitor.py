@@ -164,8 +164,17 @@ class LoopMonitor:
                 else:
                     snap = causes.Snapshot.take(self.state.native_id)
                 base = st.base
-                if base is not None and base[0] == (st.seq if seq is None else seq):
-                    snap.started = causes.started_delays(base[1].threads)
+                mine = (
+                    base[1]
+                    if base is not None and base[0] == (st.seq if seq is None else seq)
+                    else None
+                )
+                known = causes.threads_before(
+                    snap.t_ns - duration_ns, st.pre, self._pre_gap_ns(), mine
+                )
+                if known is not None:
+                    snap.known = known
+                    snap.started = causes.started_delays(known)
             finally:
                 _tls.reporting = False
         return cpu_end, snap
@@ -211,26 +220,33 @@ class LoopMonitor:
                 ev.base = base[1]
                 st.base = None
             ev.end = end if end is not None else causes.Snapshot.take(st.native_id)
-            # Under a quota the watchdog may itself be throttled for up to a period (100 ms by
-            # default) before the slice began: a reading that old still frames it. Else the
-            # watchdog's last wake before the slice, if it came within its usual distance (the
-            # run delay between it and the slice's start counts as the slice's).
-            gap = 100_000_000 if causes.under_quota() else st.idle_ns + 10_000_000
-            ev.pre, ev.max_gap_ns = list(st.pre), st.arm_ns + gap
+            ev.pre, ev.max_gap_ns = list(st.pre), self._pre_gap_ns()
             ev.signal_delay_ns, st.signal_delay_ns = st.signal_delay_ns, 0
             ev.gil = [w for w in st.gil_windows if w.after.t_ns > start_ns]
             st.gil_windows = []
             wd = get_watchdog()
             c = st.clocks
             due = max(wd.due_ns, c.t_ns) if c is not None else 0
-            if c is not None and start_ns < due and wd.woke_ns < wd.due_ns and due < end_ns:
+            if c is not None and wd.woke_ns < wd.due_ns and due < end_ns:
                 # The watchdog has been waiting for the GIL since it was due (or since the
-                # baseline, if that came later): a window still open.
+                # baseline, if that came later): a window still open. Due before the slice
+                # began, it may have waited for a CPU first; `causes._gil` takes the window
+                # from the slice's start.
                 now = causes.Clocks.take(st.native_id, wd.native_id)
                 ev.gil.append(causes.GilWindow(c, now, due))
             return ev
         finally:
             _tls.reporting = False
+
+    def _pre_gap_ns(self) -> int:
+        """How long before a slice a watchdog reading may come and still frame it. Under a
+        quota the watchdog may itself be throttled for up to a period (100 ms by default)
+        before the slice began: a reading that old still frames it. Else the watchdog's last
+        wake before the slice, if it came within its usual distance (the run delay between it
+        and the slice's start counts as the slice's)."""
+        st = self.state
+        gap = 100_000_000 if causes.under_quota() else st.idle_ns + 10_000_000
+        return st.arm_ns + gap
 
     def _slice_ended(
         self, handle: Any, start_ns: int, end_ns: int, task: Any, seq, cpu_end: int

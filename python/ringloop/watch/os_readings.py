@@ -162,6 +162,11 @@ class Snapshot:
     # At a slice's end: the run delay of each Python thread that began to run in the slice
     # (kernel id -> (name, ns)), read then, not when the report is made (`started_delays`).
     started: dict[int, tuple[str, int]] | None = None
+    # At a slice's end: the threads that had run when it began, which ``started`` leaves out
+    # (`causes.threads_before`).
+    known: frozenset[int] | None = None
+    # When ``threads`` was read, if not at ``t_ns`` (the watchdog's wake before the slice).
+    threads_t_ns: int | None = None
 
     @classmethod
     def take(cls, native_id: int | None) -> Snapshot:
@@ -198,6 +203,34 @@ def started_delays(known: frozenset[int] | None) -> dict[int, tuple[str, int]] |
         if ss is not None:
             out[tid] = (thread.name, ss[1])
     return out
+
+
+_TICK_NS = 1_000_000_000 // (os.sysconf("SC_CLK_TCK") or 100)
+# Kernel ids of the watch's own Python threads (the watchdog): never a thread the application
+# started in a slice.
+WATCH_THREADS: set[int] = set()
+
+
+def created_since(tids: frozenset[int], mono_ns: int) -> frozenset[int]:
+    """The threads among ``tids`` the kernel created at ``mono_ns`` (monotonic clock) or
+    later, by /proc's stamp of their start (``stat`` field 22, in clock ticks since boot). A
+    tick is 10 ms: a thread created up to a tick before ``mono_ns`` counts too. A thread gone
+    meanwhile does not."""
+    edge = mono_ns + time.clock_gettime_ns(time.CLOCK_BOOTTIME) - time.monotonic_ns() - _TICK_NS
+    out = set()
+    for tid in tids - WATCH_THREADS:
+        raw = _read(f"/proc/self/task/{tid}/stat")
+        if raw is None:
+            continue
+        try:
+            # Fields after the command name (which may hold spaces and parentheses): state
+            # is field 3, starttime field 22.
+            ticks = int(raw[raw.rindex(b")") + 2 :].split()[19])
+        except (ValueError, IndexError):
+            continue
+        if ticks * _TICK_NS >= edge:
+            out.add(tid)
+    return frozenset(out)
 
 
 def python_threads() -> frozenset[int]:

@@ -60,6 +60,7 @@ class SliceState:
         "native_id",
         "base",
         "clocks",
+        "clocks_before",
         "gil_windows",
         "pre",
         "signal_delay_ns",
@@ -100,6 +101,7 @@ class SliceState:
         self.native_id: int | None = None  # the loop thread's kernel id
         self.base = None  # (seq, causes.Snapshot) taken when slice seq was armed
         self.clocks = None  # causes.Clocks at the watchdog's last wake
+        self.clocks_before = None  # and at the wake before it (see Watchdog._arm)
         self.gil_windows: list = []  # causes.GilWindow: late wakes of the watchdog
         self.signal_delay_ns = 0  # run delay the native sampler's signals caused (ringloop)
         self.pre: list = []  # causes.Snapshot at the watchdog's last wakes (quota, busy machine)

@@ -17,6 +17,7 @@ The sampler is a `StackSampler`, so the native side can replace how stacks are t
 
 from __future__ import annotations
 
+import _thread
 import asyncio
 import os
 import threading
@@ -24,7 +25,17 @@ import time
 from typing import Any
 
 from .causes import _MIN_GIL_NS as _LATE_NS
-from .causes import Clocks, GilWindow, Snapshot, armed, under_quota
+from .causes import (
+    Clocks,
+    GilWindow,
+    Snapshot,
+    armed,
+    schedstat,
+    under_quota,
+    watch_stalls,
+    watch_wake,
+)
+from .os_readings import WATCH_THREADS
 from .slices import SliceState
 from .stacks import PythonStackSampler, StackSampler
 
@@ -34,6 +45,7 @@ except ImportError:  # pragma: no cover - the watch without ringloop's native mo
     _busy_ns = None
 
 _MAX_SAMPLES_BEFORE_BACKOFF = 64
+_STALL_NS = 1_000_000  # a wake's wait for a CPU that long is recorded (causes.watch_stalls)
 _IDLE_POLL_NS = 50_000_000  # when nothing is armed, never sleep longer than this
 _BUSY_HOLD_NS = 1_000_000_000  # after a late wake, read the counters at each wake this long
 
@@ -68,11 +80,31 @@ def read_busy_ns(clock: int | tuple[str, int] | None) -> int | None:
 _read_cpu = read_busy_ns
 
 
+class _Wake:
+    """An event the watchdog sleeps on, with no Python code around the C call that gives the
+    GIL up (``threading.Event.wait`` runs a dozen lines of Python after its lock returns):
+    the watchdog's time holding the GIL is measured up to that call (see `watch_stalls`)."""
+
+    def __init__(self) -> None:
+        self._lock = _thread.allocate_lock()
+        self._lock.acquire()
+
+    def set(self) -> None:
+        try:
+            self._lock.release()
+        except RuntimeError:  # set already: one wake is enough
+            pass
+
+    def wait(self, timeout: float) -> bool:
+        """Sleep up to ``timeout`` s; True if woken by `set` (which this clears)."""
+        return self._lock.acquire(timeout=max(0.0, timeout))
+
+
 class Watchdog:
     def __init__(self, sampler: StackSampler | None = None) -> None:
         self.sampler: StackSampler = sampler or PythonStackSampler()
         self._states: list[SliceState] = []
-        self._wake = threading.Event()
+        self._wake = _Wake()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._pid = os.getpid()
@@ -105,6 +137,8 @@ class Watchdog:
     def _ensure_thread(self) -> None:
         # A forked child inherits no threads: start a fresh watchdog there.
         if self._thread is None or not self._thread.is_alive() or self._pid != os.getpid():
+            if self._pid != os.getpid():
+                self._wake = _Wake()  # the parent's may have been mid-wait
             self._pid = os.getpid()
             self._thread = threading.Thread(target=self._run, name="ringloop-watchdog", daemon=True)
             self._thread.start()
@@ -117,9 +151,21 @@ class Watchdog:
         mono = time.monotonic_ns
         self.ident = threading.get_ident()
         self.native_id = threading.get_native_id()
+        WATCH_THREADS.add(self.native_id)
+        last: tuple[int, int] | None = None  # (time, own run delay) at the last wake's end
         while True:
             states = self._states
             now = self.woke_ns = mono()
+            # Where the watchdog reads at each wake (below), its own run delay too (see
+            # watch_stalls); not on an idle machine's wakes.
+            pre = under_quota() or now < self.busy_until
+            own0 = schedstat(self.native_id) if pre else None
+            if own0 is not None:
+                watch_wake[0] = (now, own0[1], self.native_id)
+                # Its way in counts too: due (or woken), it waited for a CPU before this line,
+                # and a loop thread that had handed it the GIL waited as long.
+                if last is not None and own0[1] - last[1] >= _STALL_NS:
+                    watch_stalls.append((max(last[0], self.due_ns), now, own0[1] - last[1]))
             if self.due_ns and now - self.due_ns >= _LATE_NS:
                 self.busy_until = now + _BUSY_HOLD_NS
                 for st in states:
@@ -133,21 +179,33 @@ class Watchdog:
             # while after this thread woke late: on a busy machine it may not get a CPU to arm
             # the next slice in time, and then only a reading from before frames the slice.
             # Not on an idle machine's wakes: those read no /proc.
-            pre = under_quota() or now < self.busy_until
+            pre = pre or now < self.busy_until
             for st in states:
                 # The baseline of a GIL wait that may begin before the next wake (cheap:
                 # thread CPU clocks, no /proc).
-                st.clocks = Clocks.take(st.native_id, self.native_id)
+                st.clocks_before, st.clocks = st.clocks, Clocks.take(st.native_id, self.native_id)
                 if pre:
                     st.pre = [*st.pre[-3:], Snapshot.take(st.native_id)]
-            if self._wake.wait((wake_at - mono()) / 1e9):
-                self._wake.clear()
+            # This thread runs its Python holding the GIL: waiting for a CPU meanwhile
+            # (throttled with the group, or behind other processes), it kept a loop thread
+            # that wanted the GIL from running, a whole CFS period at a time. Its run delay
+            # counts only that: a wait for the GIL itself is a sleep (causes.watch_stalls).
+            end = mono()
+            own1 = schedstat(self.native_id) if own0 is not None else None
+            if own0 is not None and own1 is not None and own1[1] - own0[1] >= _STALL_NS:
+                watch_stalls.append((now, end, own1[1] - own0[1]))
+            watch_wake[0] = None
+            last = (end, own1[1]) if own1 is not None else None
+            if self._wake.wait((wake_at - end) / 1e9):
                 self.due_ns = min(self.set_ns, self.due_ns)  # woken on purpose: due then
 
     def _late(self, st: SliceState) -> None:
-        """This wake came late: record the window for the GIL analysis of the slice."""
+        """This wake came late: record the window for the GIL analysis of the slice. Between
+        slices too: a wake that came just after a slice ended (the loop thread took the GIL
+        first when the holder let go, ended the slice and reported) still frames that slice's
+        wait, and `Monitor._gather` keeps only the windows that end after a slice began."""
         before = st.clocks
-        if before is None or st.start_ns == 0:
+        if before is None:
             return
         # A baseline taken after the wake was due (a state added since) opens the window.
         due = max(self.due_ns, before.t_ns)
@@ -187,11 +245,17 @@ class Watchdog:
             st.next_sample_ns = now
         # The slice is suspicious now: the OS counters' baseline (see causes.py).
         snap = Snapshot.take(st.native_id)
-        before = st.clocks
-        if before is not None and before.t_ns <= st.start_ns:
-            # The Python threads that had run before the slice began, from the previous wake:
-            # one the slice started (and that ran before this arm) is then still new.
+        # The Python threads that had run before the slice began, from the last wake before
+        # it: one the slice started (and that ran before this arm) is then still new. A
+        # watchdog waiting for a CPU itself may have woken once more, late, inside the slice
+        # before arming: the wake before that one frames it then.
+        framing = [
+            c for c in (st.clocks, st.clocks_before) if c is not None and c.t_ns <= st.start_ns
+        ]
+        if framing:
+            before = max(framing, key=lambda c: c.t_ns)
             snap.threads = frozenset(before.others) | {st.native_id, self.native_id}
+            snap.threads_t_ns = before.t_ns
         st.base = (seq, snap)
         armed[st.thread_id] = st.native_id
 

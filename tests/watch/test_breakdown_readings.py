@@ -1,0 +1,219 @@
+"""`causes.breakdown` on readings made up to the nanosecond, or copied from the live runs that
+went wrong: which reading frames a slice's start and end when the watchdog ran late.
+
+The live scenarios (test_causes.py) meet these cases only when the machine happens to delay
+the watchdog at the wrong moment; here each is pinned."""
+
+from __future__ import annotations
+
+import pytest
+from ringloop.watch import causes
+from ringloop.watch.causes import Evidence, Snapshot
+
+MS = 1_000_000
+IDENT = -434343  # no real thread: no collection is booked for it
+CG = "/sys/fs/cgroup/cpu/ringloop-test/cpu.stat"
+
+
+def _share(found: list, cause: str) -> float:
+    return sum(c.seconds for c in found if c.cause == cause)
+
+
+def test_a_thread_that_ran_before_a_late_baseline_still_started_in_the_slice():
+    # The live failure (uvloop, two CPU hogs, nice 10): the watchdog's baseline came 100 ms
+    # into a 102 ms slice, after the thread the loop thread started had run; its reading at
+    # its last wake, 0.9 ms before the slice, did not have that thread yet.
+    before = Snapshot(-1 * MS, (0, 0), {}, frozenset({1, 2}))
+    late_base = Snapshot(100 * MS, (1 * MS, 30 * MS), {}, frozenset({1, 2, 3}))
+    end = Snapshot(102 * MS, (1 * MS, 35 * MS), {}, frozenset({1, 2, 3}))
+    end.started = {3: ("first-run", 60 * MS)}
+    ev = Evidence(0, 102 * MS, IDENT, base=late_base, end=end, pre=[before, late_base])
+    ev.max_gap_ns = 20 * MS
+    found, _ = causes.breakdown(ev)
+    starved = next(c for c in found if c.cause == "starved")
+    assert starved.evidence["started_threads"] == ["first-run"], found
+    assert starved.evidence["thread_start_delay"] == pytest.approx(0.060), found
+    # Its own wait (35 ms) and the started thread's (60 ms): the slice less its 1 ms of CPU
+    # and 6 ms of sleep the readings cannot give to anyone.
+    assert _share(found, "starved") == pytest.approx(0.095), found
+
+
+def test_without_a_reading_before_the_slice_the_baseline_decides():
+    base = Snapshot(3 * MS, (0, 0), {}, frozenset({1, 2}))
+    end = Snapshot(80 * MS, (1 * MS, 2 * MS), {}, frozenset({1, 2, 3}))
+    end.started = {3: ("worker", 50 * MS)}
+    ev = Evidence(0, 80 * MS, IDENT, base=base, end=end)
+    assert causes.threads_before(0, ev.pre, 20 * MS, base) == frozenset({1, 2})
+    found, _ = causes.breakdown(ev)
+    assert next(c for c in found if c.cause == "starved").evidence["started_threads"] == ["worker"]
+
+
+def test_a_reading_too_long_before_the_slice_does_not_frame_it():
+    old = Snapshot(-50 * MS, (0, 0), {}, frozenset({1}))
+    base = Snapshot(3 * MS, (0, 0), {}, frozenset({1, 2}))
+    assert causes.threads_before(0, [old], 20 * MS, base) == frozenset({1, 2})
+    assert causes.threads_before(0, [old], 60 * MS, base) == frozenset({1})
+
+
+def test_an_idle_tail_after_the_end_reading_is_not_the_slices():
+    # The live failure (uvloop, 5 % quota, two CPU hogs): a 389.7 ms throttled slice whose end
+    # reading came 99 ms after it, while the loop slept. Taking that tail out as if the loop
+    # thread had waited for a CPU through it left 102 ms of "wait" in the application's code.
+    # The watchdog read 0.24 ms before the end: that reading frames it.
+    start = 0
+    b_thr = {CG: (6, 761_770_300)}
+    pre = [
+        Snapshot(start - 7_086_945, (207_084_887, 314_199_491), b_thr),
+        Snapshot(start - 3_754_025, (207_168_032, 314_199_491), b_thr),
+        Snapshot(start + 189_333_813, (210_850_060, 500_453_489), b_thr),
+        Snapshot(start + 389_456_293, (212_646_188, 698_997_049), b_thr),
+    ]
+    end = Snapshot(start + 488_864_198, (212_981_296, 699_292_533), {CG: (10, 1_499_582_145)})
+    end.started = {}  # no thread started in the slice
+    ev = Evidence(start, start + 389_696_213, IDENT, base=pre[2], end=end, pre=pre)
+    ev.max_gap_ns = 110 * MS
+    found, app_cpu = causes.breakdown(ev)
+    throttled = _share(found, "throttled")
+    dur = 389_696_213 / 1e9
+    assert 0.384 <= throttled <= dur, found
+    # What is left is the spin's 5 ms of CPU (5.5 ms by the clocks), no wait.
+    assert dur - sum(c.seconds for c in found) < 0.006, found
+    assert app_cpu is not None and 5 * MS < app_cpu < 6 * MS, app_cpu
+
+
+def test_an_end_reading_nearer_than_any_other_is_kept():
+    # The reading inside the slice is farther from the end than the end reading's tail.
+    b = Snapshot(-1 * MS, (0, 0), {})
+    inside = Snapshot(50 * MS, (10 * MS, 40 * MS), {})
+    end = Snapshot(101 * MS, (21 * MS, 80 * MS), {})
+    end.started = {}  # no thread started in the slice
+    ev = Evidence(0, 100 * MS, IDENT, base=b, end=end, pre=[b, inside])
+    ev.max_gap_ns = 20 * MS
+    found, app_cpu = causes.breakdown(ev)
+    # The 1 ms tail goes out in the window's proportion (cpu 21 : delay 80).
+    assert abs(_share(found, "starved") - (80 - 80 / 101) * MS / 1e9) < 1e-6, found
+    assert app_cpu is not None and abs(app_cpu - (21 - 21 / 101) * MS) < 1e3
+
+
+def test_a_baseline_too_late_to_extrapolate_from_still_counts_the_waits_it_saw_end():
+    # The live failure (ringloop, SCHED_IDLE loop thread, two CPU hogs): the baseline came
+    # 106.8 ms into a 109.8 ms slice. The loop thread slept 55 ms in `Thread.start` while the
+    # new thread waited for a CPU, then waited 54.5 ms for one itself, which the kernel added
+    # to its run delay only as that wait ended, inside the 3 ms window. Both are the machine's.
+    base = Snapshot(106_797_153, (2_053_174_977, 773_304_015), {}, frozenset({1, 2}))
+    end = Snapshot(109_763_897, (2_053_531_485, 827_794_512), {}, frozenset({1, 2, 3}))
+    end.started = {3: ("first-run", 96_542_537)}
+    ev = Evidence(0, 109_763_897, IDENT, base=base, end=end, pre=[base])
+    ev.max_gap_ns = 20 * MS
+    found, _ = causes.breakdown(ev)
+    starved = next(c for c in found if c.cause == "starved")
+    assert starved.evidence["started_threads"] == ["first-run"], found
+    # All but the 0.36 ms of CPU the window shows.
+    assert _share(found, "starved") == pytest.approx(0.1094, abs=0.0002), found
+
+
+def test_threads_created_since_a_moment_by_the_kernels_stamp():
+    import threading
+    import time
+
+    from ringloop.watch import os_readings
+
+    main = threading.main_thread().native_id
+    before = time.monotonic_ns()
+    go = threading.Event()
+    t = threading.Thread(target=go.wait)
+    t.start()
+    try:
+        tids = frozenset({main, t.native_id})
+        assert os_readings.created_since(tids, before) == {t.native_id}
+        # A tick (10 ms) is the stamp's resolution: a moment well after it leaves it out.
+        assert os_readings.created_since(tids, before + 1_000_000_000) == frozenset()
+        late = Snapshot(before + 5 * MS, (0, 0), {}, tids)
+        assert causes.threads_before(before, [], 20 * MS, late) == {main}
+        early = Snapshot(before - 1, (0, 0), {}, tids)  # before the slice: all had run
+        assert causes.threads_before(before, [], 20 * MS, early) == tids
+    finally:
+        go.set()
+        t.join()
+
+
+def test_a_watchdog_off_its_cpu_with_the_gil_held_is_the_machines_time():
+    # The live failure (asyncio, 5 % quota): a 400 ms throttled slice of which the readings
+    # showed 99 ms neither on a CPU nor waiting for one, in a spin. The watchdog, throttled
+    # with the group while running its Python, held the GIL the spinning loop thread wanted
+    # for a whole period. Its wake says so (`watch_stalls`): that time is the quota's.
+    thr0 = {CG: (5, 544_493_518)}
+    base = Snapshot(100_078_893, (213_063_391, 341_506_654), thr0, frozenset({1, 2}))
+    end = Snapshot(400_281_429, (215_445_981, 540_601_225), {CG: (8, 1_090_124_288)})
+    end.started = {}  # no thread started in the slice
+    ev = Evidence(0, 400_281_429, IDENT, base=base, end=end, pre=[base])
+    ev.max_gap_ns = 110 * MS
+    dur = 400_281_429 / 1e9
+    found, _ = causes.breakdown(ev)
+    assert dur - _share(found, "throttled") > 0.13, found  # without the stall: "wait"
+    causes.watch_stalls.append((150 * MS, 250 * MS, 98 * MS))
+    try:
+        found, _ = causes.breakdown(ev)
+    finally:
+        causes.watch_stalls.pop()
+    assert dur - _share(found, "throttled") < 0.006, found
+
+
+def test_a_watchdog_stall_in_a_slice_its_baseline_came_too_late_for():
+    # The live run (asyncio, 5 % quota, two CPU hogs, nice 10): the watchdog waited for a CPU
+    # from 100 ms to 300 ms into a 300.8 ms slice while running its Python, so the baseline
+    # came at 300.1 ms. The group's throttled time, from the watchdog's last reading before
+    # (496 ms earlier), says the wait was the quota's.
+    old = Snapshot(-495_660_000, (224_122_811, 154_720_680), {CG: (3, 300 * MS)})
+    base = Snapshot(300_109_251, (229_380_903, 1_021_784_558), {CG: (6, 800 * MS)})
+    end = Snapshot(300_826_396, (229_384_503, 1_022_264_695), {CG: (6, 800 * MS + 480_137)})
+    end.started = {}  # no thread started in the slice
+    ev = Evidence(0, 300_826_396, IDENT, base=base, end=end, pre=[old, base])
+    ev.max_gap_ns = 110 * MS
+    causes.watch_stalls.append((99_982_333, 300_356_515, 199_656_696))
+    try:
+        found, _ = causes.breakdown(ev)
+    finally:
+        causes.watch_stalls.pop()
+    assert _share(found, "throttled") == pytest.approx(0.2001, abs=0.0005), found
+
+
+def test_a_tail_the_watchdog_held_the_gil_through_is_not_taken_out_of_the_slice():
+    # The live run (uvloop, 5 % quota): a 699.7 ms slice whose end reading came 99 ms after
+    # it, all of which the watchdog spent waiting for a CPU with the GIL held. The loop thread
+    # slept on the GIL through that tail: none of the window's run delay was in it.
+    thr0 = {CG: (3, 300 * MS)}
+    base = Snapshot(199_208_021, (223_836_245, 1_021_116_684), thr0, frozenset({1, 2}))
+    mid = Snapshot(499_260_000, (226_259_441, 1_318_688_268), thr0)
+    end = Snapshot(798_933_218, (228_684_038, 1_517_136_467), {CG: (8, 1_400 * MS)})
+    end.started = {}  # no thread started in the slice
+    ev = Evidence(0, 699_722_342, IDENT, base=base, end=end, pre=[base, mid])
+    ev.max_gap_ns = 110 * MS
+    dur = 699_722_342 / 1e9
+    found, _ = causes.breakdown(ev)
+    assert dur - _share(found, "throttled") > 0.12, found  # the tail taken out as a wait
+    causes.watch_stalls.append((698_930_517, 799_599_076, 99_706_700))
+    try:
+        found, _ = causes.breakdown(ev)
+    finally:
+        causes.watch_stalls.pop()
+    assert dur - _share(found, "throttled") < 0.01, found
+
+
+def test_a_started_threads_wait_comes_before_the_watchdogs_own():
+    # The loop thread slept 60 ms in `Thread.start` while the new thread waited for a CPU;
+    # the watchdog waited for one too meanwhile (its way in to a wake), but the loop thread
+    # was not waiting for the GIL then: the started thread's share stays whole.
+    before = Snapshot(-1 * MS, (0, 0), {}, frozenset({1, 2}))
+    end = Snapshot(70 * MS, (5 * MS, 5 * MS), {}, frozenset({1, 2, 3}))
+    end.started = {3: ("first-run", 60 * MS)}
+    ev = Evidence(0, 70 * MS, IDENT, base=None, end=end, pre=[before])
+    ev.max_gap_ns = 20 * MS
+    causes.watch_stalls.append((10 * MS, 50 * MS, 30 * MS))
+    try:
+        found, _ = causes.breakdown(ev)
+    finally:
+        causes.watch_stalls.pop()
+    starved = next(c for c in found if c.cause == "starved")
+    assert starved.evidence["thread_start_delay"] == pytest.approx(0.060), found
+    assert _share(found, "starved") == pytest.approx(0.065), found  # its own 5 ms and 60
