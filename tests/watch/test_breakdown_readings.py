@@ -6,6 +6,8 @@ the watchdog at the wrong moment; here each is pinned."""
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import pytest
 from ringloop.watch import causes
 from ringloop.watch.causes import Evidence, Snapshot
@@ -13,6 +15,16 @@ from ringloop.watch.causes import Evidence, Snapshot
 MS = 1_000_000
 IDENT = -434343  # no real thread: no collection is booked for it
 CG = "/sys/fs/cgroup/cpu/ringloop-test/cpu.stat"
+
+
+@contextmanager
+def _stalled(start: int, end: int, off: int):
+    """The watchdog waited ``off`` ns for a CPU in its wake from ``start`` to ``end``."""
+    causes.watch_stalls.append((start, end, off))
+    try:
+        yield
+    finally:
+        causes.watch_stalls.pop()
 
 
 def _share(found: list, cause: str) -> float:
@@ -151,11 +163,8 @@ def test_a_watchdog_off_its_cpu_with_the_gil_held_is_the_machines_time():
     dur = 400_281_429 / 1e9
     found, _ = causes.breakdown(ev)
     assert dur - _share(found, "throttled") > 0.13, found  # without the stall: "wait"
-    causes.watch_stalls.append((150 * MS, 250 * MS, 98 * MS))
-    try:
+    with _stalled(150 * MS, 250 * MS, 98 * MS):
         found, _ = causes.breakdown(ev)
-    finally:
-        causes.watch_stalls.pop()
     assert dur - _share(found, "throttled") < 0.006, found
 
 
@@ -170,11 +179,8 @@ def test_a_watchdog_stall_in_a_slice_its_baseline_came_too_late_for():
     end.started = {}  # no thread started in the slice
     ev = Evidence(0, 300_826_396, IDENT, base=base, end=end, pre=[old, base])
     ev.max_gap_ns = 110 * MS
-    causes.watch_stalls.append((99_982_333, 300_356_515, 199_656_696))
-    try:
+    with _stalled(99_982_333, 300_356_515, 199_656_696):
         found, _ = causes.breakdown(ev)
-    finally:
-        causes.watch_stalls.pop()
     assert _share(found, "throttled") == pytest.approx(0.2001, abs=0.0005), found
 
 
@@ -192,11 +198,8 @@ def test_a_tail_the_watchdog_held_the_gil_through_is_not_taken_out_of_the_slice(
     dur = 699_722_342 / 1e9
     found, _ = causes.breakdown(ev)
     assert dur - _share(found, "throttled") > 0.12, found  # the tail taken out as a wait
-    causes.watch_stalls.append((698_930_517, 799_599_076, 99_706_700))
-    try:
+    with _stalled(698_930_517, 799_599_076, 99_706_700):
         found, _ = causes.breakdown(ev)
-    finally:
-        causes.watch_stalls.pop()
     assert dur - _share(found, "throttled") < 0.01, found
 
 
@@ -209,11 +212,8 @@ def test_a_started_threads_wait_comes_before_the_watchdogs_own():
     end.started = {3: ("first-run", 60 * MS)}
     ev = Evidence(0, 70 * MS, IDENT, base=None, end=end, pre=[before])
     ev.max_gap_ns = 20 * MS
-    causes.watch_stalls.append((10 * MS, 50 * MS, 30 * MS))
-    try:
+    with _stalled(10 * MS, 50 * MS, 30 * MS):
         found, _ = causes.breakdown(ev)
-    finally:
-        causes.watch_stalls.pop()
     starved = next(c for c in found if c.cause == "starved")
     assert starved.evidence["thread_start_delay"] == pytest.approx(0.060), found
     assert _share(found, "starved") == pytest.approx(0.065), found  # its own 5 ms and 60

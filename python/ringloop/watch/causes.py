@@ -320,7 +320,7 @@ def breakdown(ev: Evidence) -> tuple[list[Cause], int | None]:
         measured = window - gc_w
         # The threads that had run when the slice began (see `_started_since`), else by the
         # reading in use.
-        known = ev.end.known if ev.end is not None and ev.end.known is not None else None
+        known = ev.end.known if ev.end is not None else None
         if known is None:
             known = threads_before(start, ev.pre, ev.max_gap_ns, ev.base or b)
         if measured > 0 and measured * 4 >= dur - gc_ns:
@@ -363,20 +363,8 @@ def breakdown(ev: Evidence) -> tuple[list[Cause], int | None]:
             # collections: it slept, or waited for a lock, an event, another thread (the run
             # delay the sampler's signals caused is sleep too: it is out of `delay` already).
             off = max(0, measured - cpu - delay)
-            started = _started_since(known, ev, off * scale, held)
-            # What a thread started in the slice does not explain of it may be a wait for the
-            # GIL the watchdog held, or was handed, while waiting for a CPU (`watch_stalls`):
-            # the machine's time, throttling first as far as the group's throttled time goes
-            # beyond the loop thread's own run delay.
-            left = off - (int(started.seconds * 1e9 / scale) if started is not None else 0)
-            moved = min(_watch_stalled(lo, end), max(0, left))
-            thr_more = min(moved, max(0, thr_ns - thr))
-            _machine(
-                causes,
-                (thr + thr_more) * scale,
-                (delay - thr + moved - thr_more) * scale,
-                periods,
-                thr_ns,
+            started = _book_machine(
+                causes, ev, known, held, lo, off, delay, thr, thr_ns, periods, scale
             )
             app_cpu = int(cpu * scale)
         else:
@@ -393,17 +381,14 @@ def breakdown(ev: Evidence) -> tuple[list[Cause], int | None]:
             delay = min(delay, max(0, dur - gc_ns - cpu))
             thr_ns, periods = _throttled(b, e)
             thr = min(thr_ns, delay)
-            # The rest of the slice may be a wait for the GIL the watchdog held while waiting
-            # for a CPU (`watch_stalls`); throttling as far as the group's throttled time
-            # from the earliest reading on goes (the baseline came too late to frame it).
+            # Throttling as far as the group's throttled time from the earliest reading on
+            # goes (the baseline came too late to frame the slice).
             off = max(0, dur - gc_ns - cpu - delay)
-            started = _started_since(known, ev, off, held)
-            left = off - (int(started.seconds * 1e9) if started is not None else 0)
-            moved = min(_watch_stalled(start, end), max(0, left))
             first = min((p for p in ev.pre if p.t_ns < b.t_ns), key=lambda p: p.t_ns, default=b)
             wide_ns = max(thr_ns, _throttled(first, e)[0])
-            thr_more = min(moved, max(0, wide_ns - thr))
-            _machine(causes, thr + thr_more, delay - thr + moved - thr_more, periods, wide_ns)
+            started = _book_machine(
+                causes, ev, known, held, start, off, delay, thr, wide_ns, periods, 1.0
+            )
     if gil is not None:
         # While another thread held the GIL the loop thread could not run its code anyway:
         # its wait for a CPU then (it wakes every switch interval to ask for the GIL) is part
@@ -434,13 +419,37 @@ def breakdown(ev: Evidence) -> tuple[list[Cause], int | None]:
     return causes, app_cpu
 
 
-def _machine(causes: list[Cause], thr: float, starved: float, periods: int, thr_ns: int) -> None:
-    """Book ``thr`` ns throttled and ``starved`` ns waiting for a CPU (scaled to the slice)."""
-    if thr > 0:
+def _book_machine(
+    causes: list[Cause],
+    ev: Evidence,
+    known: frozenset[int] | None,
+    held: dict[int, int],
+    lo: int,
+    off: int,
+    delay: int,
+    thr: int,
+    thr_ns: int,
+    periods: int,
+    scale: float,
+) -> Cause | None:
+    """Book the machine's share of a window from ``lo`` to the slice's end (ns, scaled to the
+    slice by ``scale``): ``thr`` throttled and the rest of the loop thread's run delay
+    ``delay`` starved; of its time ``off`` its CPU and not waiting for one, first what threads
+    started in the slice explain (returned: `_started_since`), then what of the rest the
+    watchdog spent waiting for a CPU with the GIL held or handed to it (`watch_stalls`),
+    throttled as far as the group's throttled time ``thr_ns`` goes beyond ``thr``."""
+    started = _started_since(known, ev, off * scale, held)
+    left = off - (int(started.seconds * 1e9 / scale) if started is not None else 0)
+    moved = min(_watch_stalled(lo, ev.end_ns), max(0, left))
+    thr_more = min(moved, max(0, thr_ns - thr))
+    throttled = (thr + thr_more) * scale
+    starved = (delay - thr + moved - thr_more) * scale
+    if throttled > 0:
         evidence = {"periods": periods, "throttled_time": thr_ns / 1e9}
-        causes.append(Cause("throttled", thr / 1e9, evidence))
+        causes.append(Cause("throttled", throttled / 1e9, evidence))
     if starved > 0:
         causes.append(Cause("starved", starved / 1e9, {"run_delay": starved / 1e9}))
+    return started
 
 
 def _watch_stalled(lo: int, hi: int) -> int:
