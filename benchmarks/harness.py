@@ -638,13 +638,16 @@ def parse_wrk(text: str) -> dict[str, Any]:
 
 
 def machine_info() -> dict[str, Any]:
-    """What a reader needs to judge the numbers: CPU, kernel, Python, load, commit."""
+    """What a reader needs to judge the numbers: CPU (and the instruction sets that change
+    what crypto costs), kernel, Python, the peers' versions, load, commit."""
     cpu_model = None
+    flags: set[str] = set()
     with contextlib.suppress(OSError):
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
+            if line.startswith("model name") and cpu_model is None:
                 cpu_model = line.split(":", 1)[1].strip()
-                break
+            elif line.startswith("flags") and not flags:
+                flags = set(line.split(":", 1)[1].split())
     io_uring_disabled = None
     with contextlib.suppress(OSError, ValueError):
         io_uring_disabled = int(Path("/proc/sys/kernel/io_uring_disabled").read_text())
@@ -670,6 +673,9 @@ def machine_info() -> dict[str, Any]:
         "kernel": platform.release(),
         "machine": platform.machine(),
         "cpu_model": cpu_model,
+        # Two hosts both called "AMD EPYC" differed 4x in an RSA-2048 signature (AVX-512
+        # IFMA or not): the features say which one a figure came from.
+        "cpu_features": sorted(flags & CRYPTO_FEATURES),
         "cpu_count": os.cpu_count(),
         "cpus_allowed": allowed,
         "io_uring_disabled": io_uring_disabled,
@@ -678,7 +684,52 @@ def machine_info() -> dict[str, Any]:
         "python_implementation": platform.python_implementation(),
         "python_executable": sys.executable,
         "git_commit": commit,
+        "packages": package_versions(),
     }
+
+
+# CPU flags that change what TLS costs: RSA's big-number code (AVX-512 IFMA, ADX, BMI2), AES-GCM
+# (AES-NI, VAES, VPCLMULQDQ), SHA.
+CRYPTO_FEATURES = frozenset(
+    {
+        "avx2",
+        "avx512f",
+        "avx512ifma",
+        "vaes",
+        "vpclmulqdq",
+        "aes",
+        "pclmulqdq",
+        "adx",
+        "bmi2",
+        "sha_ni",
+    }
+)
+# The peers whose versions are written beside the figures (requirements.txt leaves them
+# unpinned, so a new venv may measure a newer one).
+PEER_PACKAGES = (
+    "granian",
+    "uvicorn",
+    "uvloop",
+    "httptools",
+    "hypercorn",
+    "aiohttp",
+    "socketify",
+    "cymongoose",
+    "websockets",
+    "rloop",
+    "cryptography",
+)
+
+
+def package_versions() -> dict[str, str]:
+    """{package: version} of the installed peers."""
+    from importlib import metadata
+
+    out = {}
+    for name in PEER_PACKAGES:
+        with contextlib.suppress(metadata.PackageNotFoundError):
+            out[name] = metadata.version(name)
+    return out
 
 
 def line_queue(stream: Any) -> queue.Queue[str | None]:
