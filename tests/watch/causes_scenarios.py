@@ -100,7 +100,25 @@ def spin_cpu(cpu_s: float) -> None:
 
 # -- starvation: CPU hogs pinned to the loop thread's core ----------------------------------------
 
-_HOG = "import os,sys; os.sched_setaffinity(0,{int(sys.argv[1])}); print(1,flush=True)\nwhile True: pass"
+# A CPU hog pinned to CPU argv[1] that dies with the process that started it (argv[2]):
+# PR_SET_PDEATHSIG, and a check for a parent gone before it was set. Without them a test run
+# killed mid-test (a timeout, ^C twice) left its hogs burning the CPU for every run after it.
+_HOG = (
+    "import ctypes,os,signal,sys\n"
+    "ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG\n"
+    "if os.getppid() != int(sys.argv[2]): sys.exit(0)\n"
+    "os.sched_setaffinity(0, {int(sys.argv[1])}); print(1, flush=True)\n"
+    "while True: pass"
+)
+
+
+def start_hog(cpu: int) -> subprocess.Popen:
+    """A `_HOG` on `cpu`, burning once this returns."""
+    p = subprocess.Popen(
+        [sys.executable, "-c", _HOG, str(cpu), str(os.getpid())], stdout=subprocess.PIPE
+    )
+    assert p.stdout is not None and p.stdout.readline()  # pinned and running
+    return p
 
 
 @contextmanager
@@ -109,13 +127,10 @@ def hogs_on_my_cpu(n: int = 2):
     old = os.sched_getaffinity(0)
     cpu = sorted(old)[-1]
     os.sched_setaffinity(0, {cpu})
-    procs = [
-        subprocess.Popen([sys.executable, "-c", _HOG, str(cpu)], stdout=subprocess.PIPE)
-        for _ in range(n)
-    ]
+    procs: list[subprocess.Popen] = []
     try:
-        for p in procs:
-            assert p.stdout is not None and p.stdout.readline()  # pinned and running
+        for _ in range(n):
+            procs.append(start_hog(cpu))
         yield cpu
     finally:
         for p in procs:
@@ -231,9 +246,6 @@ def _loop_factory(name: str):
     return asyncio.new_event_loop
 
 
-_QUOTA_HOG = "import sys,os; os.sched_setaffinity(0,{int(sys.argv[1])}); print(1,flush=True)\nwhile True: pass"
-
-
 def _throttle_child(loop_name: str, cgdir: str) -> None:
     """In the cgroup: a CPU hog (another process) pinned to one CPU uses up the quota, the loop
     thread pinned to the other needs only 5 ms of CPU in its slice — under the threshold — and
@@ -244,8 +256,7 @@ def _throttle_child(loop_name: str, cgdir: str) -> None:
         f.write(str(os.getpid()))
     cpus = sorted(os.sched_getaffinity(0))
     os.sched_setaffinity(0, {cpus[-1]})
-    hog = subprocess.Popen([sys.executable, "-c", _QUOTA_HOG, str(cpus[0])], stdout=subprocess.PIPE)
-    assert hog.stdout is not None and hog.stdout.readline()  # in the group (inherited), burning
+    hog = start_hog(cpus[0])  # in the group (inherited), burning
     out: dict = {}
 
     async def main():
