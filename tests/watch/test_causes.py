@@ -31,10 +31,12 @@ def _share(block, cause: str) -> float:
     return sum(c.seconds for c in block.causes if c.cause == cause)
 
 
+def _is_near(got: float, want: float) -> bool:
+    return abs(got - want) <= TOL * want + SLACK
+
+
 def _near(got: float, want: float, block) -> None:
-    assert abs(got - want) <= TOL * want + SLACK, (
-        f"{got * 1e3:.1f} ms vs {want * 1e3:.1f} ms\n{block}"
-    )
+    assert _is_near(got, want), f"{got * 1e3:.1f} ms vs {want * 1e3:.1f} ms\n{block}"
 
 
 def _the_block(blocks, cause: str):
@@ -431,10 +433,6 @@ def _sleep_then_collect(own: dict, late: threading.Event | None = None):
         return nb.blocks
 
     return main
-
-
-def _is_near(got: float, want: float) -> bool:
-    return abs(got - want) <= TOL * want + SLACK
 
 
 def test_gc_and_a_wait_in_one_slice(run):
