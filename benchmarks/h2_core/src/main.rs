@@ -138,8 +138,7 @@ impl Server {
         let mut cx = Context::from_waker(Waker::noop());
         loop {
             match conn.poll_accept(&mut cx) {
-                Poll::Ready(Some(Ok((req, mut respond)))) => {
-                    let _ = req;
+                Poll::Ready(Some(Ok((_req, mut respond)))) => {
                     let resp = http::Response::builder()
                         .status(200)
                         .header("content-type", "text/plain")
@@ -151,8 +150,7 @@ impl Server {
                     self.served += 1;
                 }
                 Poll::Ready(Some(Err(e))) => panic!("accept: {e}"),
-                Poll::Ready(None) => break,
-                Poll::Pending => break,
+                Poll::Ready(None) | Poll::Pending => break,
             }
         }
         // Flush what the responses queued.
