@@ -324,6 +324,43 @@ fn thread_cpu_ns(tid: i32) -> Option<u64> {
     Some(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
 }
 
+/// Thread `tid` is blocked in a system call other than futex(2) (a sleep, a poll, a read): it
+/// does not want the GIL now, and a signal makes it take the GIL back (EINTR, PEP 475's retry)
+/// before it blocks again. A futex wait may be the GIL's; "running" or -1: on a CPU.
+fn asleep_elsewhere(tid: i32) -> bool {
+    let Ok(text) = std::fs::read_to_string(format!("/proc/self/task/{tid}/syscall")) else {
+        return false;
+    };
+    match text.split_ascii_whitespace().next().and_then(|f| f.parse::<i64>().ok()) {
+        Some(nr) => nr >= 0 && nr != libc::SYS_futex,
+        None => false,
+    }
+}
+
+/// The latest signal sent to each loop thread (kernel id) found asleep elsewhere: (tid, ns).
+static WOKEN_ASLEEP: Mutex<Vec<(i32, u64)>> = Mutex::new(Vec::new());
+
+fn note_woken_asleep(tid: i32, ns: u64) {
+    if let Ok(mut v) = WOKEN_ASLEEP.lock() {
+        match v.iter().position(|e| e.0 == tid) {
+            Some(i) => v[i].1 = ns,
+            None if v.len() < 64 => v.push((tid, ns)),
+            None => v[0] = (tid, ns),
+        }
+    }
+}
+
+/// Whether the sampler signalled loop thread `tid` at or after `since_ns` (monotonic) while it
+/// was asleep elsewhere. Such a signal wakes it into taking the GIL back: if another thread
+/// holds the GIL then (the Python watchdog, waiting for a CPU itself), the loop thread waits
+/// for it, a wait the sampler made and that does not lengthen the sleep (its deadline stands).
+/// The watch leaves the watchdog's stalls of that wake out of the machine's share
+/// (`ringloop.watch.causes.watch_stalls`).
+#[pyo3::pyfunction]
+pub fn woken_asleep_since(tid: i32, since_ns: u64) -> bool {
+    WOKEN_ASLEEP.lock().map(|v| v.iter().any(|e| e.0 == tid && e.1 >= since_ns)).unwrap_or(false)
+}
+
 /// Thread `tid`'s cumulative run delay (ns runnable but waiting for a CPU), from `schedstat`.
 fn run_delay(tid: i32) -> Option<u64> {
     if tid <= 0 {
@@ -360,6 +397,9 @@ fn run(sh: Arc<Shared>, sig: c_int) {
         let tid = sh.tstate.tid.load(Ordering::Acquire);
         let running = running(tid);
         let delay_before = if running == Some(false) { run_delay(tid) } else { None };
+        if running == Some(false) && asleep_elsewhere(tid) {
+            note_woken_asleep(tid, monotonic_ns());
+        }
         let text = dump(sig, rd, wr, &sh.tstate);
         if let Some(d0) = delay_before {
             let added = run_delay(tid).map_or(0, |d1| d1.saturating_sub(d0));

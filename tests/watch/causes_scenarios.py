@@ -198,14 +198,21 @@ class GilHolder(threading.Thread):
         self.n = n
         self.entered = 0.0
         self.left = 0.0
+        self.delay = 0.0
         self.inside = False
         self.done = threading.Event()  # the thread lives on, like an executor's worker
 
     def run(self) -> None:
         self.inside = True
+        d0 = schedstat()[1]
         self.entered = time.perf_counter()
         sum(range(self.n))  # HOLDS-the-GIL
-        self.left = time.perf_counter()
+        left = time.perf_counter()
+        # Its own wait for a CPU while it held the GIL (on a busy machine): the watch books
+        # that part of the loop thread's GIL wait as the machine's. Set before `left`, which
+        # the loop thread waits for.
+        self.delay = (schedstat()[1] - d0) / 1e9
+        self.left = left
         self.done.wait()
 
 

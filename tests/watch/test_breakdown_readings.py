@@ -20,7 +20,7 @@ CG = "/sys/fs/cgroup/cpu/ringloop-test/cpu.stat"
 @contextmanager
 def _stalled(start: int, end: int, off: int):
     """The watchdog waited ``off`` ns for a CPU in its wake from ``start`` to ``end``."""
-    causes.watch_stalls.append((start, end, off))
+    causes.watch_stalls.append((start, end, off, frozenset()))
     try:
         yield
     finally:
@@ -217,3 +217,71 @@ def test_a_started_threads_wait_comes_before_the_watchdogs_own():
     starved = next(c for c in found if c.cause == "starved")
     assert starved.evidence["thread_start_delay"] == pytest.approx(0.060), found
     assert _share(found, "starved") == pytest.approx(0.065), found  # its own 5 ms and 60
+
+
+def _sleeping_slice() -> Evidence:
+    """A 100 ms slice in which the loop thread slept: 1 ms on a CPU, no wait for one."""
+    base = Snapshot(-1 * MS, (0, 0), {}, frozenset({1, 2}))
+    end = Snapshot(100 * MS, (1 * MS, 0), {}, frozenset({1, 2}))
+    end.started = {}
+    ev = Evidence(0, 100 * MS, IDENT, base=None, end=end, pre=[base])
+    ev.max_gap_ns = 20 * MS
+    return ev
+
+
+@contextmanager
+def _stalled_while(start: int, end: int, off: int, elsewhere: frozenset[int]):
+    causes.watch_stalls.append((start, end, off, elsewhere))
+    try:
+        yield
+    finally:
+        causes.watch_stalls.pop()
+
+
+def test_a_watchdog_stall_while_the_loop_thread_slept_elsewhere_is_not_its_wait():
+    # Issue 23's gc-and-wait miss (two CPU hogs): the watchdog's 2-4 ms stalls every 4 ms,
+    # booked over an 80 ms `time.sleep`, took 20-30 ms of it as waiting for a CPU. A stall
+    # that ended with the loop thread in a sleep (or, on ringloop, woken from one by the
+    # sampler's own signal) kept nothing from running.
+    ev = _sleeping_slice()
+    with _stalled_while(10 * MS, 40 * MS, 20 * MS, frozenset()):
+        found, _ = causes.breakdown(ev)
+    assert _share(found, "starved") == pytest.approx(0.020, abs=1e-4), found
+    with _stalled_while(10 * MS, 40 * MS, 20 * MS, frozenset({IDENT})):
+        found, _ = causes.breakdown(ev)
+    assert _share(found, "starved") == 0, found
+
+
+def test_a_watchdog_stall_inside_a_collection_is_not_the_loop_threads_wait():
+    # A wake that waited out a collection on the loop thread (which holds the GIL through
+    # it): its run delay came from waking to ask for the GIL, never from holding it. Only the
+    # part of the wake outside the collection counts (spread evenly: 10 of its 40 ms).
+    ev = _sleeping_slice()
+    gc_event = (IDENT, 50 * MS, 80 * MS, 2, 0, -1, -1, -1, -1)
+    causes._gc_events.append(gc_event)
+    try:
+        with _stalled_while(40 * MS, 80 * MS, 20 * MS, frozenset()):
+            found, _ = causes.breakdown(ev)
+    finally:
+        causes._gc_events.remove(gc_event)
+    assert _share(found, "gc") == pytest.approx(0.030), found
+    assert _share(found, "starved") == pytest.approx(0.005, abs=1e-4), found
+
+
+def test_a_gil_holder_waiting_for_a_cpu_is_the_machines_share():
+    # The loop thread waited 40 ms for the GIL while a worker held it; the worker ran 10 ms of
+    # that window and waited 30 ms for a CPU, the GIL still held (a busy machine): on a free
+    # CPU it would have run through, so 30 ms are the machine's and 10 ms the GIL's.
+    from ringloop.watch.causes import GilWindow
+    from ringloop.watch.os_readings import Clocks
+
+    ev = _sleeping_slice()
+    before = Clocks(5 * MS, 0, {4242: 0})
+    after = Clocks(45 * MS, 0, {4242: 10 * MS})
+    ev.gil = [GilWindow(before, after, 5 * MS)]
+    found, _ = causes.breakdown(ev)
+    assert _share(found, "gil") == pytest.approx(0.010, abs=1e-4), found
+    starved = next(c for c in found if c.cause == "starved")
+    assert starved.seconds == pytest.approx(0.030, abs=1e-4), found
+    assert starved.evidence["gil_holder_delay"] == pytest.approx(0.030, abs=1e-4), found
+    assert "which held the GIL the loop thread waited for" in starved.describe(), found

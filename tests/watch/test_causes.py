@@ -353,13 +353,17 @@ def test_gil_held_by_another_thread(run):
             holder.join()
             if waited > 3 * sc.THRESHOLD:
                 own["waited"] = waited
+                own["stretch"] = holder.delay * waited / max(1e-9, holder.left - holder.entered)
                 return nb.blocks
         pytest.fail("the holder thread never kept the GIL from the loop thread")
 
     blocks = run(main)
     b = _the_block(blocks, "gil")
-    assert b.kind == "gil", str(b)
-    _near(_share(b, "gil"), own["waited"], b)
+    # `gil`, or `starved` where the holder waited for a CPU longer than it ran (two hogs).
+    assert b.kind == ("gil" if _share(b, "gil") >= _share(b, "starved") else "starved"), str(b)
+    # The holder's own waits for a CPU inside the hold (a busy machine), pro rata of the loop
+    # thread's wait, are the machine's share; the rest is the GIL's.
+    _near(_share(b, "gil"), own["waited"] - own["stretch"], b)
     gil = next(c for c in b.causes if c.cause == "gil")
     assert gil.evidence["thread"] == "gil-holder", str(b)
     assert "in run" in gil.evidence.get("at", ""), str(b)
@@ -439,19 +443,19 @@ def test_gc_and_a_wait_in_one_slice(run):
     own = {}
     b = _the_block(run(_sleep_then_collect(own)), "gc")
     _near(_share(b, "gc"), own["gc"], b)
-    app, starved = _app(b), _share(b, "starved")
-    if not _is_near(app, own["wait"]) and _is_near(app + starved, own["wait"]):
-        # Only this miss is let through: the sleep's time split between the application and a
-        # wait for a CPU. Seen in stop 33's clean-clone CI runs beside two CPU hogs, where the
-        # suite's heap made the collection 660-770 ms: 50.9-55.1 ms application + 22.9-32.4 ms
-        # waiting for a CPU against an 80.1 ms sleep, on all three loops (4 of 6 runs), while
-        # a stress loop of this test alone beside the same hogs (short collections) passed 75
-        # of 75. Not traced yet (issue 23). Any other miss still fails.
-        pytest.xfail(
-            f"issue 23: {starved * 1e3:.1f} ms of an {own['wait'] * 1e3:.1f} ms sleep booked as "
-            "waiting for a CPU beside a long collection"
-        )
-    _near(app, own["wait"], b)
+    # The wall time around the sleep is the sleep (80 ms at least) and, on a busy machine, the
+    # loop thread's waits after it: for a CPU, or for the GIL held by a watchdog that waited for
+    # a CPU itself (up to 20 ms beside two hogs). Those waits are the machine's, so the
+    # application's share is the sleep or the whole wall time, and with the machine's share
+    # it makes up the wall time. What is never right: the sleep itself booked as the
+    # machine's (before the watchdog's stalls were matched to the loop thread's state, 20-47
+    # ms of it were: stalls during a collection, or while the loop thread slept).
+    app = _app(b)
+    machine = _share(b, "starved") + _share(b, "throttled") + _share(b, "gil")
+    assert _is_near(app, 0.08) or _is_near(app, own["wait"]), (
+        f"{app * 1e3:.1f} ms vs an 80 ms sleep in {own['wait'] * 1e3:.1f} ms\n{b}"
+    )
+    _near(app + machine, own["wait"], b)
     # `unknown` where the watchdog's baseline came only inside the collection (a busy
     # machine): the sampler's share, the collection taken out, then leaves too little to
     # tell a sleep from a spin (see `_outside_gc`). Never `cpu`.

@@ -30,8 +30,35 @@ def _read(path: str) -> bytes | None:
 
 try:  # read natively with the GIL held (see `schedstat`)
     from .._core import thread_schedstat as _native_schedstat
+    from .._core import woken_asleep_since as _woken_asleep_since
 except ImportError:  # pragma: no cover - the watch without ringloop's native module
     _native_schedstat = None
+    _woken_asleep_since = None
+
+
+# futex(2)'s number, where a thread waiting for the GIL (a condition variable) blocks.
+_FUTEX = {"x86_64": 202, "aarch64": 98}.get(os.uname().machine)
+
+
+def blocked_elsewhere(native_id: int | None, since_ns: int = 0) -> bool:
+    """Thread ``native_id`` of this process is blocked in a system call that is not a futex
+    wait (a sleep, a poll, a read): it is not waiting for the GIL now. A futex wait (the GIL,
+    or a lock), a thread on a CPU or waiting for one, or an unknown state: False. Also True
+    when ringloop's sampler signalled it asleep so since ``since_ns`` (monotonic): it woke
+    into a wait for the GIL that the signal, not its own code, made (see
+    `woken_asleep_since`)."""
+    if native_id is None or _FUTEX is None:
+        return False
+    if _woken_asleep_since is not None and _woken_asleep_since(native_id, since_ns):
+        return True
+    raw = _read(f"/proc/self/task/{native_id}/syscall")
+    if not raw:
+        return False
+    head = raw.split(None, 1)[0]
+    if not head.lstrip(b"-").isdigit():  # "running"
+        return False
+    nr = int(head)
+    return nr >= 0 and nr != _FUTEX
 
 
 def schedstat(native_id: int | None) -> tuple[int, int] | None:

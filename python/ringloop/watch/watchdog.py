@@ -35,7 +35,7 @@ from .causes import (
     watch_stalls,
     watch_wake,
 )
-from .os_readings import WATCH_THREADS
+from .os_readings import WATCH_THREADS, blocked_elsewhere
 from .slices import SliceState
 from .stacks import PythonStackSampler, StackSampler
 
@@ -62,6 +62,13 @@ def _cpu_clock(thread_id: int) -> int | tuple[str, int] | None:
         return time.pthread_getcpuclockid(thread_id)
     except (AttributeError, OSError):
         return None
+
+
+def _elsewhere(states: list[SliceState], since_ns: int) -> frozenset[int]:
+    """The loop threads (idents) blocked now in a wait that is not for the GIL, or woken
+    since ``since_ns`` by the sampler's signal from one (see `causes.watch_stalls`); read
+    only after a stall, with the GIL held."""
+    return frozenset(st.thread_id for st in states if blocked_elsewhere(st.native_id, since_ns))
 
 
 def read_busy_ns(clock: int | tuple[str, int] | None) -> int | None:
@@ -165,7 +172,8 @@ class Watchdog:
                 # Its way in counts too: due (or woken), it waited for a CPU before this line,
                 # and a loop thread that had handed it the GIL waited as long.
                 if last is not None and own0[1] - last[1] >= _STALL_NS:
-                    watch_stalls.append((max(last[0], self.due_ns), now, own0[1] - last[1]))
+                    stall = (max(last[0], self.due_ns), now, own0[1] - last[1])
+                    watch_stalls.append((*stall, _elsewhere(states, stall[0])))
             if self.due_ns and now - self.due_ns >= _LATE_NS:
                 self.busy_until = now + _BUSY_HOLD_NS
                 for st in states:
@@ -193,7 +201,7 @@ class Watchdog:
             end = mono()
             own1 = schedstat(self.native_id) if own0 is not None else None
             if own0 is not None and own1 is not None and own1[1] - own0[1] >= _STALL_NS:
-                watch_stalls.append((now, end, own1[1] - own0[1]))
+                watch_stalls.append((now, end, own1[1] - own0[1], _elsewhere(states, now)))
             watch_wake[0] = None
             last = (end, own1[1]) if own1 is not None else None
             if self._wake.wait((wake_at - end) / 1e9):
