@@ -214,6 +214,7 @@ impl HeadCopy {
         match self.version {
             Version::Http11 => cached_str!(py, "1.1"),
             Version::Http10 => cached_str!(py, "1.0"),
+            Version::Http2 => cached_str!(py, "2"),
         }
     }
 }

@@ -136,6 +136,7 @@ impl Request {
         let protocol = match self.version.bind(py).to_str()? {
             "1.1" => intern!(py, "HTTP/1.1").clone(),
             "1.0" => intern!(py, "HTTP/1.0").clone(),
+            "2" => intern!(py, "HTTP/2").clone(),
             v => PyString::new(py, &format!("HTTP/{v}")),
         };
         env.set_item(intern!(py, "SERVER_PROTOCOL"), protocol)?;

@@ -1,6 +1,6 @@
 //! `RequestHead`: what a protocol core hands the layers above for each request — method,
 //! target parts, version, fields and framing — the same view from HTTP/1.1 (`h1::Head`, a
-//! borrow of its receive buffer) and, next, HTTP/2 (a decoded HEADERS block). `request.rs`
+//! borrow of its receive buffer) and HTTP/2 (`h2::Head`, a decoded HEADERS block). `request.rs`
 //! copies what the application sees out of it; nothing above `proto/` names `h1::Head`.
 //!
 //! Like the rest of `proto/`: no PyO3, no `crate::` (the fuzz crate includes this folder by
@@ -34,14 +34,16 @@ pub trait RequestHead<'a> {
 pub enum Version {
     Http10,
     Http11,
+    Http2,
 }
 
 impl Version {
-    /// `"1.0"` or `"1.1"`, as ASGI's `http_version` has it.
+    /// `"1.0"`, `"1.1"` or `"2"`, as ASGI's `http_version` has it.
     pub fn as_str(self) -> &'static str {
         match self {
             Version::Http10 => "1.0",
             Version::Http11 => "1.1",
+            Version::Http2 => "2",
         }
     }
 }
