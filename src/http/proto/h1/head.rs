@@ -494,7 +494,7 @@ impl<'a> Head<'a> {
     }
 }
 
-/// What h1 hands the layers above: the same view h2 will give.
+/// What h1 hands the layers above: the same view h2 gives.
 impl<'a> RequestHead<'a> for Head<'a> {
     fn method(&self) -> &'a [u8] {
         Head::method(self)
