@@ -68,6 +68,9 @@ pub struct Conn {
     our_end: Option<ConnError>,
     /// The connection ended; `Closed` is delivered once the streams' `Reset`s are out.
     ending: Option<Option<ConnError>>,
+    /// Stream polls made (the tests check that idle streams cost none).
+    #[cfg(test)]
+    pub(super) stream_polls: usize,
 }
 
 impl Conn {
@@ -90,6 +93,8 @@ impl Conn {
             shutdown_requested: false,
             our_end: None,
             ending: None,
+            #[cfg(test)]
+            stream_polls: 0,
         }
     }
 
@@ -217,6 +222,10 @@ impl Conn {
 
     fn poll_stream(&mut self, id: StreamId) {
         let Some(s) = self.streams.get_mut(&id) else { return };
+        #[cfg(test)]
+        {
+            self.stream_polls += 1;
+        }
         if let Err(reason) = s.poll(id, &mut self.events) {
             let early = s.respond.is_some();
             // A stream whose `Request` the caller has not seen yet ends unseen.

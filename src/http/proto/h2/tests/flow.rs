@@ -255,3 +255,29 @@ fn no_event_names_a_stream_after_the_caller_ended_it() {
     p.server.reset(1, Reason::CANCEL);
     assert_eq!(p.server.poll(), None);
 }
+
+#[test]
+fn a_poll_polls_only_the_streams_that_moved() {
+    let mut p = Peer::new();
+    let mut senders = Vec::new();
+    for i in 0..50 {
+        let (resp, send) = p.request(Request::post(format!("https://a.test/{i}")).body(()).unwrap(), false);
+        senders.push((resp, send));
+    }
+    assert_eq!(p.pump().len(), 50);
+    for i in 0..50 {
+        p.server.want_body(1 + 2 * i);
+    }
+    assert_eq!(p.pump(), []);
+    let before = p.server.stream_polls;
+    senders[20].1.send_data(Bytes::from_static(b"x"), false).unwrap();
+    assert_eq!(p.pump(), [Event::Data { id: 41, data: Bytes::from_static(b"x"), end: false }]);
+    assert_eq!(p.server.stream_polls - before, 1, "one stream moved, one stream polled");
+}
+
+#[test]
+fn the_connection_can_move_between_threads() {
+    // The driver keeps it in a Python object, which PyO3 wants `Send`.
+    fn send<T: Send>() {}
+    send::<Conn>();
+}
