@@ -261,8 +261,8 @@ impl Send {
         let ty = message_type(msg)?;
         if this.ws {
             s.sink().ws_send(conn, s.id(), ty.to_str()?, msg)?;
-            if s.sink().write_blocked(conn)? {
-                return Ok(s.sink().drained(conn)?.into_bound(py));
+            if s.sink().write_blocked(conn, s.id())? {
+                return Ok(s.sink().drained(conn, s.id())?.into_bound(py));
             }
             return message::done_future(py);
         }
@@ -277,8 +277,8 @@ impl Send {
             }
             other => return Err(PyRuntimeError::new_err(format!("Unexpected ASGI message type '{other}'."))),
         }
-        if s.sink().write_blocked(conn)? {
-            return Ok(s.sink().drained(conn)?.into_bound(py));
+        if s.sink().write_blocked(conn, s.id())? {
+            return Ok(s.sink().drained(conn, s.id())?.into_bound(py));
         }
         message::done_future(py)
     }

@@ -94,10 +94,12 @@ pub(crate) trait Sink: Sync {
     /// Where the response stands; `None` once the stream is over.
     fn progress(&self, conn: &Bound<'_, PyAny>, id: u64) -> PyResult<Option<Progress>>;
 
-    /// The connection's buffer is above its high-water mark: `send` waits (`drained`).
-    fn write_blocked(&self, conn: &Bound<'_, PyAny>) -> PyResult<bool>;
-    /// A future resolved when the connection's buffer drained.
-    fn drained(&self, conn: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>>;
+    /// Stream `id` may not write more now: the connection's buffer is above its high-water
+    /// mark, or (HTTP/2) the stream's flow-control window holds bytes it has not taken yet.
+    /// `send` then waits (`drained`).
+    fn write_blocked(&self, conn: &Bound<'_, PyAny>, id: u64) -> PyResult<bool>;
+    /// A future resolved when stream `id` may write again (see `write_blocked`).
+    fn drained(&self, conn: &Bound<'_, PyAny>, id: u64) -> PyResult<Py<PyAny>>;
     fn is_lost(&self, conn: &Bound<'_, PyAny>) -> PyResult<bool>;
     /// Run `coro` for this stream in the connection's task.
     fn spawn(&self, conn: &Bound<'_, PyAny>, coro: &Bound<'_, PyAny>) -> PyResult<()>;
