@@ -83,6 +83,16 @@ async def app(scope, receive, send):
             if not m.get("more_body", False):
                 break
         await _json(send, {"size": size, "sha256": digest.hexdigest(), "messages": messages})
+    elif path == "/read-after":
+        # Read nothing until `/release?key=K`; then the whole body: its size.
+        await _event(_q(scope, "key")).wait()
+        size = 0
+        while True:
+            m = await receive()
+            size += len(m.get("body", b""))
+            if not m.get("more_body", False):
+                break
+        await _json(send, {"size": size})
     elif path == "/big":
         # A body larger than the client's window, in pieces: `send` must wait for credit.
         n, piece = int(_q(scope, "n", "1048576")), 64 * 1024

@@ -342,6 +342,50 @@ def test_post_larger_than_the_stream_window(ringloop_kind: Kind, pool):
     assert got["messages"] > 1
 
 
+def test_request_credit_comes_back_only_when_the_application_reads(ringloop_kind: Kind, pool):
+    """An application that does not read holds its client at one window: the client fills
+    the stream's 64 KiB and gets no credit while the application waits (credit given on
+    arrival would reach the client before the answer to a later stream on the same
+    connection); once the application reads, credit comes and the rest of the body goes."""
+    server = pool.get(
+        ringloop_kind,
+        APP,
+        "asgi",
+        http2_initial_stream_window_size=65535,
+        http2_initial_connection_window_size=65535,
+    )
+    c = H2Client(server.port)
+    total, sent = 512 * 1024, 0
+
+    def send_what_fits() -> None:
+        nonlocal sent
+        while sent < total:
+            n = min(c.conn.local_flow_control_window(sid), c.conn.max_outbound_frame_size)
+            n = min(n, total - sent)
+            if n <= 0:
+                break
+            c.conn.send_data(sid, b"u" * n)
+            sent += n
+        c.flush()
+
+    try:
+        c.get("/")  # the server's SETTINGS are in
+        sid = c.request("/read-after?key=credit", method="POST", end=False)
+        send_what_fits()
+        assert sent == 65535
+        assert c.get("/") == (200, b"hello over 2")
+        assert c.conn.local_flow_control_window(sid) == 0
+        c.request("/release?key=credit")
+        while sent < total:
+            c.until(lambda: c.conn.local_flow_control_window(sid) > 0, "credit")
+            send_what_fits()
+        c.end_stream(sid)
+        status, body = c.response(sid)
+        assert (status, json.loads(body)) == (200, {"size": total})
+    finally:
+        c.close()
+
+
 def test_response_larger_than_the_client_window(h2c):
     """A 1 MiB response to a client with the default 64 KiB windows: `send()` waits for the
     client's WINDOW_UPDATEs and every byte arrives."""
@@ -449,6 +493,51 @@ def test_application_error_is_a_500_on_its_stream(h2c):
     c = H2Client(h2c.port)
     try:
         assert c.get("/fail")[0] == 500
+        assert c.get("/") == (200, b"hello over 2")
+    finally:
+        c.close()
+
+
+def test_malformed_request_resets_its_stream_only(h2c):
+    """A request the rules refuse (`:path` not in origin form) is reset with PROTOCOL_ERROR,
+    never reaches the application, and the connection goes on."""
+    c = H2Client(h2c.port)
+    try:
+        c.conn.config.validate_outbound_headers = False
+        c.conn.config.normalize_outbound_headers = False
+        bad = c.request("no-slash")
+        c.until(lambda: bad in c.resets, "the reset")
+        assert c.resets[bad] == 1  # PROTOCOL_ERROR
+        assert c.get("/") == (200, b"hello over 2")
+    finally:
+        c.close()
+
+
+def test_idle_connection_gets_goaway_after_keep_alive(ringloop_kind: Kind, pool):
+    """No stream open for `--timeout-keep-alive`: GOAWAY (NO_ERROR), then the close."""
+    server = pool.get(ringloop_kind, APP, "asgi", timeout_keep_alive=1)
+    c = H2Client(server.port)
+    try:
+        assert c.get("/") == (200, b"hello over 2")
+        c.until(lambda: c.goaways, "GOAWAY")
+        assert c.goaways[0][1] == 0
+        c.until(lambda: c.closed, "the close")
+    finally:
+        c.close()
+
+
+def test_concurrency_limit_answers_503_on_the_stream(ringloop_kind: Kind, pool):
+    """`--limit-concurrency 2`: two streams in their application, the third is answered 503
+    on its stream (streams are checked in the order they came); the connection goes on."""
+    server = pool.get(ringloop_kind, APP, "asgi", limit_concurrency=2)
+    c = H2Client(server.port)
+    try:
+        held = c.request("/hold?key=limit")
+        trigger = c.request("/release-on-body?key=limit", method="POST", end=False)
+        assert c.get("/")[0] == 503
+        c.end_stream(trigger)
+        assert c.response(held) == (200, b"released limit")
+        assert c.response(trigger) == (200, b"ok")
         assert c.get("/") == (200, b"hello over 2")
     finally:
         c.close()

@@ -106,8 +106,6 @@ pub struct H2Conn {
 /// What `run` does for an event, decided under the borrow.
 enum Act {
     Start(u32, HeadCopy),
-    /// The concurrency limit: the stream is answered 503 without the application.
-    Busy(u32),
     Refused(u32, &'static str),
     /// Body (or its end) arrived for a stream whose `receive` may wait.
     Body(u32),
@@ -230,10 +228,6 @@ impl H2Conn {
                     // bounded by the stream's window all the same.
                     st.core.want_body(id);
                     let Some(head) = st.core.head(id) else { continue };
-                    if server.limit_concurrency.is_some_and(|l| server.in_flight.load(Ordering::Relaxed) >= l) {
-                        acts.push(Act::Busy(id));
-                        continue;
-                    }
                     let copy = HeadCopy::from_head(py, &head, &server.root_path_bytes, st.scope.as_ref());
                     st.streams.insert(id, Strm::new(py, &copy));
                     acts.push(Act::Start(id, copy));
@@ -266,7 +260,6 @@ impl H2Conn {
         let this = slf.get();
         match a {
             Act::Start(id, head) => Self::start(slf, id, head),
-            Act::Busy(id) => Self::answer_alone(slf, id, 503, "limit-concurrency"),
             Act::Refused(id, rule) => Self::log_rule(this, py, &format!("stream {id} reset: {rule}")),
             Act::Body(id) => streams::answer_receiver(slf, id),
             Act::Writable(id) => respond::writable(slf, id),
@@ -285,7 +278,14 @@ impl H2Conn {
     fn start(slf: &Bound<'_, Self>, id: u32, head: HeadCopy) -> PyResult<()> {
         let py = slf.py();
         let this = slf.get();
-        let interface = this.server.get().interface;
+        let server = this.server.get();
+        // Checked here, as each stream starts, not when its event was polled: the streams
+        // before it in the batch count by now.
+        if server.limit_concurrency.is_some_and(|l| server.in_flight.load(Ordering::Relaxed) >= l) {
+            this.st.borrow_mut(py)?.streams.remove(&id);
+            return Self::answer_alone(slf, id, 503, "limit-concurrency");
+        }
+        let interface = server.interface;
         let r = crate::http::dispatch(interface).start(Opening { conn: slf.as_any(), sink: &SINK, id: id as u64 }, &head);
         let unopened = this.st.borrow(py)?.streams.get(&id).is_some_and(|s| !s.opened());
         if unopened {
