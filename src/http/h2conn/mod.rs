@@ -28,6 +28,7 @@
 //! only from `run` (a loop callback), never inside another stream's task step; every stream
 //! the core opened either gets a `Strm` or is reset.
 
+mod files;
 mod lifecycle;
 mod respond;
 mod sink;
@@ -106,6 +107,8 @@ pub struct H2Conn {
 /// What `run` does for an event, decided under the borrow.
 enum Act {
     Start(u32, HeadCopy),
+    /// A static file's answer (`files.rs`), without the application.
+    Static(u32, crate::http::files::Answer),
     Refused(u32, &'static str),
     /// Body (or its end) arrived for a stream whose `receive` may wait.
     Body(u32),
@@ -228,9 +231,13 @@ impl H2Conn {
                     // bounded by the stream's window all the same.
                     st.core.want_body(id);
                     let Some(head) = st.core.head(id) else { continue };
+                    let answer = server.files.get().and_then(|m| m.answer(&files::H2View(head)));
                     let copy = HeadCopy::from_head(py, &head, &server.root_path_bytes, st.scope.as_ref());
                     st.streams.insert(id, Strm::new(py, &copy));
-                    acts.push(Act::Start(id, copy));
+                    acts.push(match answer {
+                        Some(a) => Act::Static(id, a),
+                        None => Act::Start(id, copy),
+                    });
                 }
                 Event::Refused { id, rule } => acts.push(Act::Refused(id, rule.rule())),
                 Event::Data { id, data, end } => {
@@ -260,6 +267,7 @@ impl H2Conn {
         let this = slf.get();
         match a {
             Act::Start(id, head) => Self::start(slf, id, head),
+            Act::Static(id, answer) => Self::serve_static(slf, id, answer),
             Act::Refused(id, rule) => Self::log_rule(this, py, &format!("stream {id} reset: {rule}")),
             Act::Body(id) => streams::answer_receiver(slf, id),
             Act::Writable(id) => respond::writable(slf, id),

@@ -13,6 +13,10 @@ use super::H2Conn;
 use crate::http::proto::h2::{Reason, SendError};
 use crate::http::stream::message::{disconnect, header_fields, resolve, ClientDisconnected};
 
+/// The most of a static file read at once for a stream (`pump`): four full frames,
+/// `Settings::max_send_buffer`. Here, not in `files.rs`, which calls this room: one direction.
+pub(super) const PIECE: u64 = 64 * 1024;
+
 /// The body of the server's own answers (as h1's `write_error` words them).
 fn reason_phrase(status: u16) -> &'static str {
     match status {
@@ -32,7 +36,7 @@ fn send_error(e: SendError) -> PyErr {
 
 /// The stamp fields every response gets unless the application set them: `date`, `server`,
 /// and `--header`'s.
-fn stamped(conn: &H2Conn, py: Python<'_>, fields: &mut Vec<(Vec<u8>, Vec<u8>)>) -> PyResult<()> {
+pub(super) fn stamped(conn: &H2Conn, py: Python<'_>, fields: &mut Vec<(Vec<u8>, Vec<u8>)>) -> PyResult<()> {
     let server = conn.server.get();
     let has = |fields: &[(Vec<u8>, Vec<u8>)], n: &[u8]| fields.iter().any(|(f, _)| f.eq_ignore_ascii_case(n));
     for (n, v) in &server.default_headers {
@@ -192,6 +196,8 @@ pub(super) fn writable(conn: &Bound<'_, H2Conn>, id: u32) -> PyResult<()> {
                 }
                 (false, None)
             }
+            // A static file's piece went: read the next one (below).
+            Ok(_) if st.streams.get(&id).is_some_and(|s| s.file.is_some()) => (false, None),
             Ok(_) => (end, st.streams.get_mut(&id).and_then(|s| s.drain.take())),
             // The stream is gone: its `Reset` follows.
             Err(_) => (false, st.streams.get_mut(&id).and_then(|s| s.drain.take())),
@@ -203,7 +209,51 @@ pub(super) fn writable(conn: &Bound<'_, H2Conn>, id: u32) -> PyResult<()> {
     if ended {
         response_ended(conn, id)?;
     }
-    Ok(())
+    pump(conn, id)
+}
+
+/// Send a static file's body on stream `id` (`files.rs`): a piece at a time, the next read
+/// once the windows took the last, until the file's bytes are all out or a window closes
+/// (`writable` goes on).
+pub(super) fn pump(conn: &Bound<'_, H2Conn>, id: u32) -> PyResult<()> {
+    let py = conn.py();
+    let this = conn.get();
+    loop {
+        let ended = {
+            let mut st = this.st.borrow_mut(py)?;
+            let st = &mut *st;
+            let Some(s) = st.streams.get_mut(&id) else { return Ok(()) };
+            if s.pending.is_some() {
+                return Ok(());
+            }
+            let Some((file, offset, left)) = s.file.as_mut() else { return Ok(()) };
+            let n = (*left).min(PIECE);
+            let mut piece = Vec::with_capacity(n as usize);
+            if crate::http::files::fsio::read_into(file, *offset, n, &mut piece).is_err() || piece.len() as u64 != n {
+                // Unreadable, or shrunk under us: the length sent cannot be kept.
+                st.core.reset(id, Reason::INTERNAL_ERROR);
+                st.streams.remove(&id);
+                return Ok(());
+            }
+            *offset += n;
+            *left -= n;
+            let last = *left == 0;
+            if last {
+                s.file = None;
+            }
+            let taken = st.core.send_data(id, &piece, last).unwrap_or(piece.len());
+            if taken < piece.len() {
+                if let Some(s) = st.streams.get_mut(&id) {
+                    s.pending = Some((Bytes::from(piece).slice(taken..), last));
+                }
+                return Ok(());
+            }
+            last
+        };
+        if ended {
+            return response_ended(conn, id);
+        }
+    }
 }
 
 /// End the response of stream `id` (after `file_head`, or a body that was not the last).

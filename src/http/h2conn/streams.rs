@@ -52,6 +52,9 @@ pub(crate) struct Strm {
     pub(crate) drain: Option<Py<PyAny>>,
     /// A synchronous native handler's request, waiting for its whole body.
     pub(crate) collect: Option<(Py<PyAny>, Collected)>,
+    /// A static file's body still to send: the file, the offset and the bytes left
+    /// (`files.rs`).
+    pub(crate) file: Option<(std::fs::File, u64, u64)>,
 }
 
 impl Strm {
@@ -75,6 +78,7 @@ impl Strm {
             pending: None,
             drain: None,
             collect: None,
+            file: None,
         }
     }
 
