@@ -489,6 +489,25 @@ def test_client_reset_is_http_disconnect_for_that_stream_only(h2c):
         c.close()
 
 
+def test_connection_loss_is_http_disconnect_for_every_stream(h2c):
+    c = H2Client(h2c.port)
+    for key in ("lost-1", "lost-2"):
+        c.request(f"/disconnect?key={key}")
+    for key in ("lost-1", "lost-2"):
+        _wait_held(h2c, key)
+    c.close()
+
+    def recorded(key: str):
+        def check() -> bool:
+            r = httpx.get(h2c.url(f"/results?key={key}"))
+            return r.status_code == 200 and r.json() == "http.disconnect"
+
+        return check
+
+    for key in ("lost-1", "lost-2"):
+        wait_until(recorded(key), 15, f"{key} to hear http.disconnect")
+
+
 def test_application_error_is_a_500_on_its_stream(h2c):
     c = H2Client(h2c.port)
     try:
