@@ -517,16 +517,22 @@ def test_application_error_is_a_500_on_its_stream(h2c):
         c.close()
 
 
-def test_malformed_request_resets_its_stream_only(h2c):
-    """A request the rules refuse (`:path` not in origin form) is reset with PROTOCOL_ERROR,
-    never reaches the application, and the connection goes on."""
-    c = H2Client(h2c.port)
+def test_malformed_request_resets_its_stream_only(ringloop_kind: Kind, pool):
+    """A request the rules refuse (a `host` that names another authority than `:authority`,
+    RFC 9113 §8.3.1) is reset with PROTOCOL_ERROR,
+    never reaches the application, the rule is logged at debug level, and the connection
+    goes on."""
+    server = pool.get(ringloop_kind, APP, "asgi", log_level="debug")
+    mark = server.log_mark()
+    c = H2Client(server.port)
     try:
         c.conn.config.validate_outbound_headers = False
         c.conn.config.normalize_outbound_headers = False
-        bad = c.request("no-slash")
+        bad = c.request("/", authority="a.test", headers=[("host", "b.test")])
         c.until(lambda: bad in c.resets, "the reset")
         assert c.resets[bad] == 1  # PROTOCOL_ERROR
+        # Logged before the reset was written.
+        assert f"HTTP/2: stream {bad} reset: host-authority-mismatch" in server.log_since(mark)
         assert c.get("/") == (200, b"hello over 2")
     finally:
         c.close()
@@ -615,6 +621,45 @@ def test_graceful_shutdown_finishes_in_flight_streams(ringloop_kind: Kind, start
         assert c.response(held) == (200, b"released shutdown")
         assert c.response(trigger) == (200, b"ok")
         c.until(lambda: c.closed, "the server to close the connection")
+    finally:
+        c.close()
+    assert server.proc.wait(30) == 0
+
+
+def test_graceful_shutdown_deadline_ends_a_stuck_stream(ringloop_kind: Kind, start_server):
+    """A stream whose application never answers does not keep the worker: past
+    `--timeout-graceful-shutdown` the connection is closed and the server exits."""
+    server = start_server(ringloop_kind, APP, "asgi", timeout_graceful_shutdown=1)
+    c = H2Client(server.port)
+    try:
+        stuck = c.request("/hold?key=stuck-forever")
+        _wait_held(server, "stuck-forever")
+        server.proc.send_signal(signal.SIGTERM)
+        c.until(lambda: c.goaways, "GOAWAY")
+        c.until(lambda: c.closed, "the close at the deadline")
+        assert stuck not in c.ended
+    finally:
+        c.close()
+    assert server.proc.wait(30) == 0
+
+
+def test_new_stream_after_goaway_is_refused(ringloop_kind: Kind, start_server):
+    """After the shutdown's final GOAWAY names the last stream it took, a stream the client
+    opens anyway is not served (RFC 9113 §6.8); the one in flight still is."""
+    server = start_server(ringloop_kind, APP, "asgi")
+    c = H2Client(server.port)
+    try:
+        held = c.request("/hold?key=goaway-late")
+        trigger = c.request("/release-on-body?key=goaway-late", method="POST", end=False)
+        _wait_held(server, "goaway-late")
+        server.proc.send_signal(signal.SIGTERM)
+        c.until(lambda: len(c.goaways) >= 2, "the final GOAWAY")
+        assert c.goaways[-1] == (trigger, 0)
+        late = c.request("/")
+        c.end_stream(trigger)
+        assert c.response(held) == (200, b"released goaway-late")
+        assert c.response(trigger) == (200, b"ok")
+        assert late not in c.ended
     finally:
         c.close()
     assert server.proc.wait(30) == 0
