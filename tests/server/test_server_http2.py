@@ -220,6 +220,20 @@ def test_http1_still_served_beside_h2c(h2c):
     assert r.text == "hello over 1.1"
 
 
+def test_upgrade_h2c_is_served_as_http1(h2c):
+    """`Upgrade: h2c` (RFC 7540 §3.2, dropped by RFC 9113) is not supported, as granian and
+    uvicorn do not: curl's `--http2` in cleartext asks for it and is answered HTTP/1.1."""
+    curl = _tool("curl")
+    out = subprocess.run(
+        [curl, "-sS", "--http2", "-w", "\n%{http_version}", h2c.url("/")],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    ).stdout
+    assert out == "hello over 1.1\n1.1"
+
+
 def test_alpn_h2_over_tls(h2tls):
     """Over TLS the ALPN offer picks HTTP/2 (httpx, curl) and the scope says https."""
     ca = tls_files()["ca"]
