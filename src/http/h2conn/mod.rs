@@ -21,7 +21,8 @@
 //!
 //! Rooms: this file (state, the transport's calls, `run`), `streams` (one request's state,
 //! its body in), `respond` (its response out, the window's back-pressure), `sink` (the `Sink`
-//! the interfaces call), `lifecycle` (timeouts, graceful shutdown).
+//! the interfaces call), `files` (static mounts), `lifecycle` (timeouts, graceful shutdown),
+//! `watch` (what `--watch-threshold` reads of its requests).
 //!
 //! Invariants (as `conn`'s): no `GilCell` borrow is held while Python code runs or a
 //! container object is made (only `str`/`bytes` under a borrow); the application is started
@@ -33,6 +34,7 @@ mod lifecycle;
 mod respond;
 mod sink;
 mod streams;
+mod watch;
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
@@ -96,6 +98,8 @@ pub(crate) struct H2State {
     /// When our GOAWAY went out (idle timeout or shutdown), for the abort that follows a
     /// client that never lets the connection end.
     pub(crate) goaway_at: Option<u64>,
+    /// The requests the watch may need, kept while the server tracks them (`watch.rs`).
+    pub(crate) watch: watch::Records,
 }
 
 #[pyclass(module = "ringloop._core", frozen, weakref)]
@@ -155,6 +159,7 @@ impl H2Conn {
                     drain_waiters: Vec::new(),
                     since: monotonic_ns(),
                     goaway_at: None,
+                    watch: watch::Records::default(),
                 }),
             },
         )?;
@@ -581,12 +586,13 @@ impl H2Conn {
         if let Some(c) = &st.spare {
             c.traverse(&visit)?;
         }
+        st.watch.traverse(&visit)?;
         Ok(())
     }
 
     fn __clear__(&self) {
         let taken = self.st.try_borrow_mut_unattached().map(|mut st| {
-            (st.io.take(), st.transport.take(), std::mem::take(&mut st.drain_waiters), std::mem::take(&mut st.streams), st.scope.take(), st.spare.take(), st.host.take())
+            (st.io.take(), st.transport.take(), std::mem::take(&mut st.drain_waiters), std::mem::take(&mut st.streams), st.scope.take(), st.spare.take(), st.host.take(), std::mem::take(&mut st.watch))
         });
         drop(taken);
     }

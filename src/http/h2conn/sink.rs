@@ -84,9 +84,11 @@ impl H2Conn {
             }
         };
         if !host.get().busy(py)? {
+            this.note_hosted(py)?;
             return Host::run_first_step(host.bind(py), this.loop_(py), coro, send.map(|s| s.clone().unbind()), name);
         }
         let task = crate::http::host::spawn_task(this.loop_(py), coro)?;
+        this.note_spawned(py, &task)?;
         if let Some(s) = send {
             asgi::watch(s, &task)?;
         }
@@ -95,22 +97,25 @@ impl H2Conn {
 }
 
 impl Sink for H2Sink {
-    fn open(&self, conn: &Bound<'_, PyAny>, id: u64, head: &HeadCopy, _subject: &Bound<'_, PyAny>) -> PyResult<()> {
+    fn open(&self, conn: &Bound<'_, PyAny>, id: u64, head: &HeadCopy, subject: &Bound<'_, PyAny>) -> PyResult<()> {
         let py = conn.py();
         let this = h2(conn).get();
         let in_flight = InFlight::enter(&this.server.get().in_flight);
-        let mut st = this.st.borrow_mut(py)?;
-        match st.streams.get_mut(&sid(id)) {
-            Some(s) => s.in_flight = Some(in_flight),
-            None => {
-                // Reset before it was opened: kept so that the interface's calls find it gone.
-                let mut s = Strm::new(py, head);
-                s.reset = true;
-                s.in_flight = Some(in_flight);
-                st.streams.insert(sid(id), s);
+        {
+            let mut st = this.st.borrow_mut(py)?;
+            match st.streams.get_mut(&sid(id)) {
+                Some(s) => s.in_flight = Some(in_flight),
+                None => {
+                    // Reset before it was opened: kept so that the interface's calls find it
+                    // gone.
+                    let mut s = Strm::new(py, head);
+                    s.reset = true;
+                    s.in_flight = Some(in_flight);
+                    st.streams.insert(sid(id), s);
+                }
             }
         }
-        Ok(())
+        this.note_start(py, id, subject)
     }
 
     fn scope<'py>(&self, conn: &Bound<'py, PyAny>, head: &HeadCopy) -> PyResult<Bound<'py, PyDict>> {

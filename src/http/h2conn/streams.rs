@@ -55,6 +55,9 @@ pub(crate) struct Strm {
     /// A static file's body still to send: the file, the offset and the bytes left
     /// (`files.rs`).
     pub(crate) file: Option<(std::fs::File, u64, u64)>,
+    /// What the watch charges a block in this stream to (its scope or `Request`), kept only
+    /// while the server tracks requests (`watch.rs`).
+    pub(crate) subject: Option<Py<PyAny>>,
 }
 
 impl Strm {
@@ -79,6 +82,7 @@ impl Strm {
             drain: None,
             collect: None,
             file: None,
+            subject: None,
         }
     }
 
@@ -113,6 +117,7 @@ impl Strm {
         visit.call(&self.headers)?;
         visit.call(&self.receive_waiter)?;
         visit.call(&self.drain)?;
+        visit.call(&self.subject)?;
         if let Some((r, _)) = &self.collect {
             visit.call(r)?;
         }
