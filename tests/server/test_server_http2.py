@@ -220,6 +220,37 @@ def test_http1_still_served_beside_h2c(h2c):
     assert r.text == "hello over 1.1"
 
 
+def test_preface_in_pieces_and_a_method_named_pri(h2c):
+    """The preface may arrive in pieces (held until it is whole); an HTTP/1.1 request whose
+    method happens to be `PRI` is not a preface and is HTTP/1.1's."""
+    with socket.create_connection((HOST, h2c.port), timeout=15) as s:
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+        conn.initiate_connection()
+        conn.send_headers(
+            1,
+            [(":method", "GET"), (":path", "/"), (":scheme", "http"), (":authority", HOST)],
+            end_stream=True,
+        )
+        out = conn.data_to_send()
+        for piece in (out[:3], out[3:17], out[17:]):
+            s.sendall(piece)
+        body, ended = b"", False
+        while not ended:
+            for ev in conn.receive_data(s.recv(65536)):
+                if isinstance(ev, h2.events.DataReceived):
+                    body += ev.data
+                ended = ended or isinstance(ev, h2.events.StreamEnded)
+            s.sendall(conn.data_to_send())
+        assert body == b"hello over 2"
+    with socket.create_connection((HOST, h2c.port), timeout=15) as s:
+        s.sendall(b"PRI / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        data = b""
+        while chunk := s.recv(65536):
+            data += chunk
+    assert data.startswith(b"HTTP/1.1 200") and data.endswith(b"hello over 1.1"), data
+
+
 def test_upgrade_h2c_is_served_as_http1(h2c):
     """`Upgrade: h2c` (RFC 7540 §3.2, dropped by RFC 9113) is not supported, as granian and
     uvicorn do not: curl's `--http2` in cleartext asks for it and is answered HTTP/1.1."""

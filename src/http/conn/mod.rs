@@ -164,8 +164,8 @@ impl HttpConn {
     ///
     /// Here rather than where the connection is accepted: a TLS session's ALPN is known only
     /// once its handshake ended, which is after `connection_made`; and `feed` may not run the
-    /// Python code making the driver needs. The cost for HTTP/1.1 is one copy of the
-    /// connection's first read.
+    /// Python code making the driver needs. HTTP/1.1 pays nothing for it: its first bytes
+    /// are told apart in `sniff` already.
     fn choose(slf: &Bound<'_, Self>, eof: bool) -> PyResult<bool> {
         let py = slf.py();
         let this = slf.get();
@@ -201,6 +201,21 @@ impl HttpConn {
         }
         H2Conn::run(conn.bind(py))?;
         Ok(true)
+    }
+
+    /// The connection's first bytes, before its protocol is chosen. Bytes that cannot open
+    /// the client preface are HTTP/1.1's at once, with no copy (an HTTP/2 client sends the
+    /// preface first over TLS too, RFC 9113 §3.4, so ALPN cannot make them HTTP/2); bytes that
+    /// may are held for `choose` (in `process`, where the TLS session's ALPN may be asked).
+    fn sniff(st: &mut ConnState, c: &[u8], h2_only: bool) {
+        let Some(held) = st.sniff.as_mut() else { return st.h1.feed(c) };
+        let n = c.len().min(PREFACE.len());
+        if held.is_empty() && !h2_only && c[..n] != PREFACE[..n] {
+            st.sniff = None;
+            st.h1.feed(c);
+        } else {
+            held.extend_from_slice(c);
+        }
     }
 
     /// The HTTP/2 driver, if the connection was handed to it.
@@ -436,12 +451,11 @@ impl NativeProtocol for HttpConn {
     fn feed(slf: &Bound<'_, Self>, data: Received<'_>) -> PyResult<()> {
         let mut st = slf.get().st.borrow_mut(slf.py())?;
         let st = &mut *st;
-        if let Some(sniff) = st.sniff.as_mut() {
-            // Before the protocol is chosen: held for `choose` (in `process`, where the TLS
-            // session's ALPN may be asked).
+        if st.sniff.is_some() {
+            let h2_only = slf.get().server.get().http == HttpMode::H2;
             match data {
-                Received::Slice(b) => sniff.extend_from_slice(b),
-                Received::Ring(r) => r.drain_chunks(|c| sniff.extend_from_slice(c)),
+                Received::Slice(b) => Self::sniff(st, b, h2_only),
+                Received::Ring(r) => r.drain_chunks(|c| Self::sniff(st, c, h2_only)),
             }
             st.since = monotonic_ns();
             return Ok(());
