@@ -681,7 +681,7 @@ impl HttpConn {
         let py = slf.py();
         let this = slf.get();
         if let Some(h2) = this.h2(py)? {
-            return h2.get().resume_writing(py);
+            return H2Conn::resume_writing(h2.bind(py));
         }
         let (waiters, session) = {
             let mut st = this.st.borrow_mut(py)?;

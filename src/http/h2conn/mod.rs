@@ -210,9 +210,11 @@ impl H2Conn {
                     Self::act(slf, a)?;
                 }
             }
-            // The output may open send capacity (and so `Writable`s): poll again if so.
+            // The output may open send capacity (and so `Writable`s): poll again if so. Not
+            // while the transport is full: `resume_writing` goes on then.
             Self::take_output(this, py)?;
-            if !this.st.borrow(py)?.core.needs_poll() {
+            let st = this.st.borrow(py)?;
+            if !st.core.needs_poll() || st.write_paused {
                 return Ok(());
             }
         }
@@ -362,10 +364,17 @@ impl H2Conn {
     }
 
     /// The core's output into `out`.
+    ///
+    /// Not while the transport's buffer is above its high-water mark (`write_paused`): the
+    /// output then stays in the core, which stops reading once it holds
+    /// `Settings::max_pending_output`, and reading the socket pauses with it (`wants_read`).
+    /// A peer that sends and does not read (PINGs, SETTINGS, requests it never collects the
+    /// answers to) so meets a bound instead of filling our buffer with the replies. Taken
+    /// again on `resume_writing`.
     fn take_output(this: &H2Conn, py: Python<'_>) -> PyResult<()> {
         let mut st = this.st.borrow_mut(py)?;
         let st = &mut *st;
-        if !st.lost {
+        if !st.lost && !st.write_paused {
             st.core.take_output(&mut st.out);
         }
         Ok(())
@@ -421,7 +430,7 @@ impl H2Conn {
                 st.out.clear();
                 return Ok(());
             }
-            let poll = st.core.needs_poll() && !st.in_process;
+            let poll = st.core.needs_poll() && !st.in_process && !st.write_paused;
             (std::mem::take(&mut st.out), st.io.as_ref().map(|i| i.clone_ref(py)), st.transport.as_ref().map(|t| t.clone_ref(py)), st.closed, poll)
         };
         let mut out = out;
@@ -518,16 +527,19 @@ impl H2Conn {
         Ok(())
     }
 
-    pub(crate) fn resume_writing(&self, py: Python<'_>) -> PyResult<()> {
+    /// The transport's buffer drained: the `send()`s that waited go on, and the core's output
+    /// (held meanwhile, see `take_output`) is taken again.
+    pub(crate) fn resume_writing(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let py = slf.py();
         let waiters = {
-            let mut st = self.st.borrow_mut(py)?;
+            let mut st = slf.get().st.borrow_mut(py)?;
             st.write_paused = false;
             std::mem::take(&mut st.drain_waiters)
         };
         for w in waiters {
             resolve(w.bind(py), py.None().bind(py))?;
         }
-        Ok(())
+        Self::run(slf)
     }
 }
 
