@@ -69,6 +69,7 @@ async def app(scope, receive, send):
                 "server": list(scope["server"]) if scope["server"] else None,
                 "client_is_tuple": isinstance(scope["client"], (list, tuple)),
                 "tls": "tls" in scope.get("extensions", {}),
+                "extensions": sorted(scope.get("extensions", {})),
             },
         )
     elif path == "/echo":
@@ -93,6 +94,28 @@ async def app(scope, receive, send):
             if not m.get("more_body", False):
                 break
         await _json(send, {"size": size})
+    elif path == "/trailers":
+        # ASGI's http.response.trailers: a body (n bytes, in 64 KiB pieces), then trailers in
+        # two messages.
+        n, piece = int(_q(scope, "n", "10")), 64 * 1024
+        headers = [(b"content-type", b"text/plain")]
+        await send(
+            {"type": "http.response.start", "status": 200, "headers": headers, "trailers": True}
+        )
+        sent = 0
+        while sent < n:
+            k = min(piece, n - sent)
+            await send({"type": "http.response.body", "body": b"t" * k, "more_body": True})
+            sent += k
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+        await send(
+            {
+                "type": "http.response.trailers",
+                "headers": [(b"x-size", str(n).encode())],
+                "more_trailers": True,
+            }
+        )
+        await send({"type": "http.response.trailers", "headers": [(b"x-done", b"yes")]})
     elif path == "/big":
         # A body larger than the client's window, in pieces: `send` must wait for credit.
         n, piece = int(_q(scope, "n", "1048576")), 64 * 1024

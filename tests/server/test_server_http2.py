@@ -60,6 +60,7 @@ class H2Client:
         self.data: dict[int, bytearray] = {}
         self.ended: list[int] = []  # in the order the streams ended
         self.resets: dict[int, int] = {}
+        self.trailers: dict[int, dict[str, str]] = {}
         # GOAWAY frames as (last stream id, error code): kept from h2, whose client state
         # machine closes at the first one, where a graceful shutdown sends two and then
         # finishes the streams in flight (RFC 9113 §6.8).
@@ -128,6 +129,8 @@ class H2Client:
             elif isinstance(ev, h2.events.DataReceived):
                 self.data.setdefault(ev.stream_id, bytearray()).extend(ev.data)
                 self.conn.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
+            elif isinstance(ev, h2.events.TrailersReceived):
+                self.trailers[ev.stream_id] = {k.decode(): v.decode() for k, v in ev.headers}
             elif isinstance(ev, h2.events.StreamEnded):
                 self.ended.append(ev.stream_id)
             elif isinstance(ev, h2.events.StreamReset):
@@ -441,6 +444,23 @@ def test_response_larger_than_the_client_window(h2c):
         c.close()
     assert status == 200
     assert body == b"b" * 1048576
+
+
+def test_response_trailers_extension(h2c):
+    """ASGI's `http.response.trailers` is announced over HTTP/2 (not over HTTP/1.1, which
+    cannot carry them here): the trailers of two messages arrive after the body, also after a
+    body that had to wait for the client's window."""
+    c = H2Client(h2c.port)
+    try:
+        status, body = c.get("/scope")
+        assert "http.response.trailers" in json.loads(body)["extensions"]
+        for n in (10, 300000):
+            sid = c.request(f"/trailers?n={n}")
+            assert c.response(sid) == (200, b"t" * n)
+            assert c.trailers[sid] == {"x-size": str(n), "x-done": "yes"}
+    finally:
+        c.close()
+    assert "http.response.trailers" not in httpx.get(h2c.url("/scope")).json()["extensions"]
 
 
 # -- many streams -------------------------------------------------------------------------------------

@@ -128,22 +128,84 @@ pub(super) fn write_body(conn: &Bound<'_, H2Conn>, id: u32, body: &[u8], more: b
             None => return Err(PyRuntimeError::new_err("Unexpected ASGI message 'http.response.body' sent, after response already completed.")),
             Some(s) if s.reset || lost => return Err(ClientDisconnected::new_err("the client reset the stream")),
             Some(s) if !s.start_seen => return Err(PyRuntimeError::new_err("Expected ASGI message 'http.response.start', but got 'http.response.body'.")),
-            Some(s) if s.pending.as_ref().is_some_and(|p| p.1) => {
+            Some(s) if s.body_ended => {
                 return Err(PyRuntimeError::new_err("Unexpected ASGI message 'http.response.body' sent, after response already completed."))
             }
-            Some(s) => s.sent += body.len() as u64,
+            Some(s) => {
+                s.sent += body.len() as u64;
+                s.body_ended = !more;
+            }
         }
     }
-    if !write_head(conn, id, !more && body.is_empty())? {
+    // With trailers to come, the last body does not end the stream.
+    let trailers = this.st.borrow(py)?.streams.get(&id).is_some_and(|s| s.expect_trailers);
+    let ends = !more && !trailers;
+    if !write_head(conn, id, ends && body.is_empty())? {
         return Ok(());
     }
-    if more && body.is_empty() {
+    if body.is_empty() && !ends {
         return H2Conn::queue_flush(conn);
     }
     if !this.st.borrow(py)?.streams.contains_key(&id) {
         return Ok(()); // the head ended it
     }
-    send(conn, id, Bytes::copy_from_slice(body), !more)
+    send(conn, id, Bytes::copy_from_slice(body), ends)
+}
+
+/// `http.response.trailers` on stream `id`: the fields gathered; the last message sends
+/// them (after the body has left: `send_trailers`), which ends the stream.
+pub(super) fn trailers(conn: &Bound<'_, H2Conn>, id: u32, headers: Option<Py<PyAny>>, more: bool) -> PyResult<()> {
+    let py = conn.py();
+    let this = conn.get();
+    let fields: Vec<(Vec<u8>, Vec<u8>)> = match &headers {
+        Some(h) => header_fields(h.bind(py))?.iter().map(|(n, v)| (n.as_bytes().to_vec(), v.as_bytes().to_vec())).collect(),
+        None => Vec::new(),
+    };
+    let started = {
+        let mut st = this.st.borrow_mut(py)?;
+        let lost = st.lost;
+        let s = match st.streams.get_mut(&id) {
+            None if lost => return Err(ClientDisconnected::new_err("the client disconnected")),
+            None => return Err(PyRuntimeError::new_err("Unexpected ASGI message 'http.response.trailers' sent, after response already completed.")),
+            Some(s) if s.reset || lost => return Err(ClientDisconnected::new_err("the client reset the stream")),
+            Some(s) => s,
+        };
+        if !s.expect_trailers || s.trailers_ready {
+            return Err(PyRuntimeError::new_err("Unexpected ASGI message 'http.response.trailers' sent, without 'trailers': True or after the last one."));
+        }
+        s.trailer_fields.extend(fields);
+        if more {
+            return Ok(());
+        }
+        s.trailers_ready = true;
+        s.body_ended = true;
+        s.started
+    };
+    if !started && !write_head(conn, id, false)? {
+        return Ok(());
+    }
+    send_trailers(conn, id)?;
+    H2Conn::queue_flush(conn)
+}
+
+/// Send stream `id`'s trailers if they are ready and its body has left; they end it.
+fn send_trailers(conn: &Bound<'_, H2Conn>, id: u32) -> PyResult<()> {
+    let py = conn.py();
+    let sent = {
+        let mut st = conn.get().st.borrow_mut(py)?;
+        let st = &mut *st;
+        let Some(s) = st.streams.get_mut(&id) else { return Ok(()) };
+        if !s.trailers_ready || s.pending.is_some() {
+            return Ok(());
+        }
+        let fields = std::mem::take(&mut s.trailer_fields);
+        st.core.send_trailers(id, fields.iter().map(|(n, v)| (&n[..], &v[..]))).map_err(send_error)?;
+        true
+    };
+    if sent {
+        response_ended(conn, id)?;
+    }
+    Ok(())
 }
 
 /// Give the core what it takes of `data` (after what already waits); keep the rest.
@@ -209,6 +271,7 @@ pub(super) fn writable(conn: &Bound<'_, H2Conn>, id: u32) -> PyResult<()> {
     if ended {
         response_ended(conn, id)?;
     }
+    send_trailers(conn, id)?;
     pump(conn, id)
 }
 
@@ -276,7 +339,7 @@ pub(super) fn abandon(conn: &Bound<'_, H2Conn>, id: u32, status: u16) -> PyResul
     let py = conn.py();
     let this = conn.get();
     let (reset, started, ending) = match this.st.borrow(py)?.streams.get(&id) {
-        Some(s) => (s.reset, s.started, s.pending.as_ref().is_some_and(|p| p.1)),
+        Some(s) => (s.reset, s.started, s.pending.as_ref().is_some_and(|p| p.1) || s.trailers_ready),
         None => return Ok(()),
     };
     if ending && !reset {

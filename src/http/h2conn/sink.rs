@@ -61,7 +61,7 @@ impl H2Conn {
             Some(b) => b,
             None => {
                 let io = this.st.borrow(py)?.io.as_ref().map(|i| i.clone_ref(py));
-                ConnScope::new(server.scope_template.bind(py))?.with_tls(py, io.as_ref())?
+                ConnScope::new(server.scope_template.bind(py))?.with_tls(py, io.as_ref())?.with_trailers(py)?
             }
         };
         let scope = base.scope(py, head, &origin, state.as_ref());
@@ -209,6 +209,17 @@ impl Sink for H2Sink {
         H2Conn::queue_flush(h2(conn))
     }
 
+    fn expect_trailers(&self, conn: &Bound<'_, PyAny>, id: u64) -> PyResult<()> {
+        if let Some(s) = h2(conn).get().st.borrow_mut(conn.py())?.streams.get_mut(&sid(id)) {
+            s.expect_trailers = true;
+        }
+        Ok(())
+    }
+
+    fn trailers(&self, conn: &Bound<'_, PyAny>, id: u64, headers: Option<Py<PyAny>>, more: bool) -> PyResult<()> {
+        respond::trailers(h2(conn), sid(id), headers, more)
+    }
+
     fn body(&self, conn: &Bound<'_, PyAny>, id: u64, body: &Bound<'_, PyBytes>, more: bool) -> PyResult<()> {
         respond::write_body(h2(conn), sid(id), body.as_bytes(), more)
     }
@@ -258,7 +269,7 @@ impl Sink for H2Sink {
         let st = h2(conn).get().st.borrow(conn.py())?;
         Ok(st.streams.get(&sid(id)).filter(|s| !s.reset).map(|s| Progress {
             started: s.started || s.start_seen,
-            complete: s.pending.as_ref().is_some_and(|p| p.1),
+            complete: s.pending.as_ref().is_some_and(|p| p.1) || s.trailers_ready,
         }))
     }
 

@@ -58,6 +58,14 @@ pub(crate) struct Strm {
     /// What the watch charges a block in this stream to (its scope or `Request`), kept only
     /// while the server tracks requests (`watch.rs`).
     pub(crate) subject: Option<Py<PyAny>>,
+    /// The application's last body was given (`more_body: False`).
+    pub(crate) body_ended: bool,
+    /// `http.response.start` said `trailers: True`: the last body does not end the stream,
+    /// the trailers do (`respond::trailers`): their fields so far, and whether the last
+    /// trailers message came (they go once the body has left).
+    pub(crate) expect_trailers: bool,
+    pub(crate) trailer_fields: Vec<(Vec<u8>, Vec<u8>)>,
+    pub(crate) trailers_ready: bool,
 }
 
 impl Strm {
@@ -83,6 +91,10 @@ impl Strm {
             collect: None,
             file: None,
             subject: None,
+            body_ended: false,
+            expect_trailers: false,
+            trailer_fields: Vec::new(),
+            trailers_ready: false,
         }
     }
 
