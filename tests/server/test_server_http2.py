@@ -478,6 +478,21 @@ def test_many_streams_with_h2load(h2c):
     assert "status codes: 400 2xx" in out, out
 
 
+def test_many_uploads_at_once_with_h2load(h2c, tmp_path):
+    """Bodies on many streams at once, each past a 64 KiB window: every one read whole."""
+    h2load = _tool("h2load")
+    body = tmp_path / "body"
+    body.write_bytes(b"p" * 100_000)
+    out = subprocess.run(
+        [h2load, "-n", "200", "-c", "2", "-m", "16", "-d", str(body), h2c.url("/echo")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    ).stdout
+    assert "200 succeeded, 0 failed, 0 errored" in out, out
+    assert "status codes: 200 2xx" in out, out
+
+
 def test_a_slow_stream_does_not_hold_the_others(h2c):
     """Stream A's application waits; B, C answer meanwhile on the same connection; A answers
     once released: completion is interleaved, not in request order."""
