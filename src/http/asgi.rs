@@ -230,7 +230,23 @@ impl Send {
             None => return Err(PyValueError::new_err("http.response.start without a 'status'")),
         };
         let headers = msg.get_item(intern!(py, "headers"))?.map(Bound::unbind);
-        self.stream.sink().start(self.stream.conn(py), self.stream.id(), status, headers)
+        let (s, conn) = (&self.stream, self.stream.conn(py));
+        // `http.response.trailers` (announced over HTTP/2 only): the body's end is not the end.
+        if let Some(t) = msg.get_item(intern!(py, "trailers"))? {
+            if t.is_truthy()? {
+                s.sink().expect_trailers(conn, s.id())?;
+            }
+        }
+        s.sink().start(conn, s.id(), status, headers)
+    }
+
+    fn trailers(&self, py: Python<'_>, msg: &Bound<'_, PyDict>) -> PyResult<()> {
+        let headers = msg.get_item(intern!(py, "headers"))?.map(Bound::unbind);
+        let more = match msg.get_item(intern!(py, "more_trailers"))? {
+            Some(m) => m.is_truthy()?,
+            None => false,
+        };
+        self.stream.sink().trailers(self.stream.conn(py), self.stream.id(), headers, more)
     }
 
     fn body(&self, py: Python<'_>, msg: &Bound<'_, PyDict>) -> PyResult<()> {
@@ -261,14 +277,15 @@ impl Send {
         let ty = message_type(msg)?;
         if this.ws {
             s.sink().ws_send(conn, s.id(), ty.to_str()?, msg)?;
-            if s.sink().write_blocked(conn)? {
-                return Ok(s.sink().drained(conn)?.into_bound(py));
+            if s.sink().write_blocked(conn, s.id())? {
+                return Ok(s.sink().drained(conn, s.id())?.into_bound(py));
             }
             return message::done_future(py);
         }
         match ty.to_str()? {
             "http.response.start" => this.start(py, msg)?,
             "http.response.body" => this.body(py, msg)?,
+            "http.response.trailers" => this.trailers(py, msg)?,
             "http.response.pathsend" => {
                 // `run_asgi.pathsend(send, path)`: a coroutine that sends the file (sendfile).
                 let helper = s.sink().runner(conn)?.getattr(intern!(py, "pathsend"))?;
@@ -277,8 +294,8 @@ impl Send {
             }
             other => return Err(PyRuntimeError::new_err(format!("Unexpected ASGI message type '{other}'."))),
         }
-        if s.sink().write_blocked(conn)? {
-            return Ok(s.sink().drained(conn)?.into_bound(py));
+        if s.sink().write_blocked(conn, s.id())? {
+            return Ok(s.sink().drained(conn, s.id())?.into_bound(py));
         }
         message::done_future(py)
     }

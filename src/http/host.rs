@@ -233,6 +233,26 @@ fn is_fatal(py: Python<'_>, e: &PyErr) -> bool {
     e.is_instance_of::<PyKeyboardInterrupt>(py) || e.is_instance_of::<PySystemExit>(py)
 }
 
+/// Run `coro` as a task of its own whose first step runs now: a request whose connection's
+/// host task is busy (`Host::busy`), one of an HTTP/2 connection's concurrent streams, or a
+/// static file's sender. Here, beside the host task, so that every driver starts tasks the
+/// same way.
+pub(crate) fn spawn_task<'py>(loop_: &Bound<'py, PyAny>, coro: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    static EAGER: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let py = loop_.py();
+    // A name given saves the task formatting its own ("Task-N", a printf per request).
+    let kw = [(intern!(py, "loop"), loop_.clone()), (intern!(py, "name"), intern!(py, "ringloop.http").clone().into_any())];
+    if *EAGER.get_or_init(|| py.version_info() >= (3, 12)) {
+        // The task runs its first step in its constructor (3.12's eager start).
+        let kw = kw.into_py_dict(py)?;
+        kw.set_item(intern!(py, "eager_start"), true)?;
+        return crate::py::asyncio_task(py)?.call((coro,), Some(&kw));
+    }
+    let task = crate::py::asyncio_task(py)?.call((coro,), Some(&kw.into_py_dict(py)?))?;
+    crate::eventloop::core::LoopCore::run_task_step_now(loop_.cast::<crate::eventloop::core::LoopCore>()?, &task)?;
+    Ok(task)
+}
+
 impl Host {
     pub(crate) fn new() -> Host {
         Host {

@@ -2,6 +2,8 @@
 //! `h1` (HTTP/1.1), `ws` (WebSocket) and `head`, the `RequestHead` view of a request they give.
 //! `conn` joins h1 to the stream transport and the application, one connection each (its
 //! `cycle` the driver's side of a request: body in, response out);
+//! `h2conn` joins the HTTP/2 core (`proto::h2`) to the transport and the application, many
+//! streams per connection; `conn` hands a connection to it when the client speaks HTTP/2.
 //! `stream` is the per-request `Stream` the interfaces hold: the connection behind a `Sink`
 //! the driver implements, so `asgi`, `native` and `wsgi*` never name `conn`;
 //! `request` turns a `RequestHead` into Python objects, `scope` those into ASGI's `http` scope;
@@ -17,6 +19,7 @@ pub mod asgi;
 pub mod body;
 pub mod conn;
 pub mod files;
+pub mod h2conn;
 pub mod proto;
 pub mod host;
 pub mod native;

@@ -120,6 +120,16 @@ impl ConnScope {
         Ok(self)
     }
 
+    /// This connection's scopes announce the ASGI `http.response.trailers` extension (its
+    /// protocol can carry response trailers: HTTP/2), in its own copy of `extensions`.
+    pub(crate) fn with_trailers(self, py: Python<'_>) -> PyResult<ConnScope> {
+        let d = self.dict.bind(py);
+        let ext = d.get_item(intern!(py, "extensions"))?.map(|e| e.cast_into::<PyDict>()).transpose()?.map(|e| e.copy()).transpose()?.unwrap_or_else(|| PyDict::new(py));
+        ext.set_item(intern!(py, "http.response.trailers"), PyDict::new(py))?;
+        d.set_item(intern!(py, "extensions"), ext)?;
+        Ok(self)
+    }
+
     /// The scope of the request `head` (with `state`: the lifespan state, copied).
     pub(crate) fn scope<'py>(&mut self, py: Python<'py>, head: &HeadCopy, origin: &Origin<'_>, state: Option<&Py<PyDict>>) -> PyResult<Bound<'py, PyDict>> {
         let d = self.dict.bind(py);

@@ -54,6 +54,70 @@ pub struct Timeouts {
     pub body: u64,
 }
 
+/// Which protocols a connection may speak (`--http`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HttpMode {
+    /// HTTP/2 for a client that asks (ALPN `h2`, or the h2c preface), else HTTP/1.1.
+    Auto,
+    /// HTTP/1.1 only: the preface is an HTTP/1.1 request line like any other (answered 400).
+    H1,
+    /// HTTP/2 only, whatever the client sends first.
+    H2,
+}
+
+impl HttpMode {
+    fn parse(name: &str) -> PyResult<HttpMode> {
+        Ok(match name {
+            "auto" => HttpMode::Auto,
+            "1" => HttpMode::H1,
+            "2" => HttpMode::H2,
+            _ => return Err(PyValueError::new_err(format!("--http: {name:?} is not one of auto, 1, 2"))),
+        })
+    }
+}
+
+/// The HTTP/2 settings from `--http2-*`, each checked against the range RFC 9113 allows (a
+/// value outside it is one `ValueError` naming the flag, not h2's clamp or panic).
+#[allow(clippy::too_many_arguments)]
+fn h2_settings(
+    max_concurrent_streams: u32,
+    initial_stream_window: u32,
+    initial_connection_window: u32,
+    max_headers_size: u32,
+    max_frame_size: u32,
+) -> PyResult<super::proto::h2::Settings> {
+    const MAX_WINDOW: u32 = (1 << 31) - 1;
+    let bad = |flag: &str, v: u32, range: &str| PyValueError::new_err(format!("--{flag}: {v} is out of range ({range})"));
+    if max_concurrent_streams == 0 {
+        return Err(bad("http2-max-concurrent-streams", max_concurrent_streams, "at least 1"));
+    }
+    if !(1..=MAX_WINDOW).contains(&initial_stream_window) {
+        return Err(bad("http2-initial-stream-window-size", initial_stream_window, "1 to 2147483647"));
+    }
+    // Below 64 KiB the connection window is the protocol's default already (RFC 9113 §6.9.2:
+    // it can only be raised by WINDOW_UPDATE).
+    if !(65_535..=MAX_WINDOW).contains(&initial_connection_window) {
+        return Err(bad("http2-initial-connection-window-size", initial_connection_window, "65535 to 2147483647"));
+    }
+    if max_headers_size == 0 {
+        return Err(bad("http2-max-headers-size", max_headers_size, "at least 1"));
+    }
+    if !(16_384..=16_777_215).contains(&max_frame_size) {
+        return Err(bad("http2-max-frame-size", max_frame_size, "16384 to 16777215"));
+    }
+    Ok(super::proto::h2::Settings {
+        max_concurrent_streams,
+        initial_stream_window,
+        initial_connection_window,
+        max_header_list_size: max_headers_size,
+        max_frame_size,
+        // RFC 8441 (WebSocket over a stream) is not served yet: not announced, so a client
+        // opens its WebSocket over HTTP/1.1.
+        enable_connect_protocol: false,
+        ..super::proto::h2::Settings::default()
+    })
+}
+
 /// WebSocket settings (`--ws*`); `None` in `ServerState`: upgrade requests are plain HTTP.
 #[derive(Debug, Clone)]
 pub struct WsSettings {
@@ -84,6 +148,10 @@ pub struct ServerState {
     pub(crate) wsgi_submit: Option<Py<PyAny>>,
     pub(crate) loop_: Py<PyAny>,
     pub(crate) limits: Limits,
+    /// `--http`: which protocols a connection may speak.
+    pub(crate) http: HttpMode,
+    /// What every HTTP/2 connection announces and enforces (`--http2-*`).
+    pub(crate) h2: super::proto::h2::Settings,
     pub(crate) timeouts: Timeouts,
     pub(crate) root_path: Py<PyString>,
     pub(crate) root_path_bytes: Vec<u8>,
@@ -209,6 +277,9 @@ impl ServerState {
         limit_concurrency = None, max_requests = None, on_max_requests = None, wsgi_submit = None,
         headers = Vec::new(), ws = "auto", ws_max_size = 16 * 1024 * 1024, ws_ping_interval = Some(20.0),
         ws_ping_timeout = Some(20.0), ws_per_message_deflate = true, ws_handler = None,
+        http = "auto", http2_max_concurrent_streams = 100, http2_initial_stream_window_size = 256 * 1024,
+        http2_initial_connection_window_size = 1024 * 1024, http2_max_headers_size = 32 * 1024,
+        http2_max_frame_size = 16 * 1024,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn py_new(
@@ -243,7 +314,21 @@ impl ServerState {
         ws_ping_timeout: Option<f64>,
         ws_per_message_deflate: bool,
         ws_handler: Option<Py<PyAny>>,
+        http: &str,
+        http2_max_concurrent_streams: u32,
+        http2_initial_stream_window_size: u32,
+        http2_initial_connection_window_size: u32,
+        http2_max_headers_size: u32,
+        http2_max_frame_size: u32,
     ) -> PyResult<ServerState> {
+        let http = HttpMode::parse(http)?;
+        let h2 = h2_settings(
+            http2_max_concurrent_streams,
+            http2_initial_stream_window_size,
+            http2_initial_connection_window_size,
+            http2_max_headers_size,
+            http2_max_frame_size,
+        )?;
         let ns = |s: f64, what: &str| -> PyResult<u64> {
             if s.is_nan() || s < 0.0 {
                 return Err(PyValueError::new_err(format!("{what} must be >= 0 seconds, got {s}")));
@@ -288,6 +373,8 @@ impl ServerState {
             wsgi_submit,
             loop_,
             limits,
+            http,
+            h2,
             timeouts: Timeouts {
                 keep_alive: ns(timeout_keep_alive, "timeout_keep_alive")?,
                 head: ns(timeout_head, "timeout_head")?,

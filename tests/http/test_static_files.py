@@ -13,6 +13,7 @@ from __future__ import annotations
 import gzip
 import http.client
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -319,3 +320,40 @@ def test_bad_static_flags_are_one_line(argv, line):
     )
     assert done.returncode == 2
     assert line in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def test_served_over_http2_through_the_windows(server):
+    """An h2c client gets the same answers: a small file, a 3 MiB one through its 64 KiB
+    stream window (read and framed a piece at a time, never sendfile'd), HEAD's length
+    without a body, a 304, a 404 under the route, and the application beside them; many at
+    once on one connection."""
+    import httpx
+
+    with httpx.Client(http1=False, http2=True, timeout=30) as c:
+        base = f"http://{HOST}:{server}"
+        r = c.get(f"{base}/static/small.txt")
+        assert (r.http_version, r.status_code, r.content) == ("HTTP/2", 200, SMALL)
+        assert r.headers["content-length"] == str(len(SMALL))
+        etag = r.headers["etag"]
+        r = c.get(f"{base}/static/big.bin")
+        assert r.status_code == 200 and r.content == BIG
+        r = c.head(f"{base}/static/big.bin")
+        assert (r.status_code, r.headers["content-length"], r.content) == (200, str(len(BIG)), b"")
+        assert c.get(f"{base}/static/small.txt", headers={"if-none-match": etag}).status_code == 304
+        assert c.get(f"{base}/static/missing.txt").status_code == 404
+        assert c.get(f"{base}/static/empty.txt").content == b""
+        assert c.get(f"{base}/").status_code == 200
+
+
+def test_many_static_streams_at_once_over_http2(server):
+    h2load = shutil.which("h2load")
+    if h2load is None:
+        pytest.skip("h2load is not installed (Debian's nghttp2-client)")
+    out = subprocess.run(
+        [h2load, "-n", "60", "-c", "1", "-m", "20", f"http://{HOST}:{server}/static/big.bin"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    ).stdout
+    assert "60 succeeded, 0 failed, 0 errored" in out, out
+    assert "status codes: 60 2xx" in out, out

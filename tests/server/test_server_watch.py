@@ -197,6 +197,62 @@ def test_background_work_is_charged_to_its_own_request(ringloop_kind, start_serv
     )
 
 
+def test_blocks_over_http2_name_their_streams(ringloop_kind, start_server):
+    """Over HTTP/2 a block is charged to its stream's request: one blocking in its first step,
+    and one blocking in a task of its own while the connection's host task runs another
+    stream (`/wait`) on the same connection."""
+    import httpx
+
+    mport = free_port()
+    server = start_server(
+        ringloop_kind, "srv_watch_app:app", "asgi", watch_threshold=0.05, metrics_port=mport
+    )
+    url = f"http://{HOST}:{server.port}"
+    client = r"127\.0\.0\.1:\d+"
+    with httpx.Client(http1=False, http2=True, timeout=20) as c:
+        mark = server.log_mark()
+        r = c.get(f"{url}/items/7", headers={"x-request-id": "h2-first-7"})
+        assert (r.http_version, r.status_code) == ("HTTP/2", 200)
+        rep = the_report(server, mark)
+        assert re.fullmatch(client, rep["client"]), rep
+        rep["client"] = "-"
+        assert_report(
+            rep,
+            method="GET",
+            path="/items/7",
+            route="/items/{item_id}",
+            rid="h2-first-7",
+            client="-",
+            tag="first-step",
+            func="item",
+        )
+        waiter = threading.Thread(target=c.get, args=(f"{url}/wait",))
+        waiter.start()
+        try:
+            wait_until(
+                lambda: scrape(mport)["ringloop_http_requests_in_flight", ()] == 1,
+                10,
+                "/wait in flight",
+            )
+            mark = server.log_mark()
+            r = c.get(f"{url}/after/x", headers={"x-request-id": "h2-task-x"})
+            assert (r.http_version, r.status_code) == ("HTTP/2", 200)
+            rep = the_report(server, mark)
+        finally:
+            waiter.join(20)
+    rep["client"] = "-"
+    assert_report(
+        rep,
+        method="GET",
+        path="/after/x",
+        route="/after/{name}",
+        rid="h2-task-x",
+        client="-",
+        tag="task-step",
+        func="after",
+    )
+
+
 @pytest.mark.parametrize(
     ("argv", "line"),
     [

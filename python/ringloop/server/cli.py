@@ -42,6 +42,7 @@ from .config import (
     INTERFACES,
     LIFESPANS,
     LOG_LEVELS,
+    UVICORN_HTTP,
     WS_MODES,
     Config,
     ConfigError,
@@ -122,9 +123,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve = commands.add_parser(
         "serve",
         allow_abbrev=False,
-        help="serve an ASGI, WSGI or native application over HTTP/1.1",
-        description="Serve APP (an ASGI, WSGI or native ringloop application) over HTTP/1.1 "
-        "and WebSocket. The flags are uvicorn's, with the same defaults.",
+        help="serve an ASGI, WSGI or native application over HTTP/1.1 and HTTP/2",
+        description="Serve APP (an ASGI, WSGI or native ringloop application) over HTTP/1.1, "
+        "HTTP/2 and WebSocket. The flags are uvicorn's, with the same defaults.",
         formatter_class=_HelpFormatter,
     )
     _add_serve_arguments(serve)
@@ -452,14 +453,13 @@ def _add_serve_arguments(p: argparse.ArgumentParser) -> None:
         help="worker processes, each with its own loop and SO_REUSEPORT listener "
         "(default: $WEB_CONCURRENCY, else 1; 1 runs in this process)",
     )
-    for flag, what in (("--loop", "event loop"), ("--http", "HTTP implementation")):
-        g.add_argument(
-            flag,
-            dest=f"uvicorn_{flag[2:]}",
-            metavar="NAME",
-            default=None,
-            help=f"uvicorn's choice of {what}, accepted and ignored: ringloop runs its own",
-        )
+    g.add_argument(
+        "--loop",
+        dest="uvicorn_loop",
+        metavar="NAME",
+        default=None,
+        help="uvicorn's choice of event loop, accepted and ignored: ringloop runs its own",
+    )
     g.add_argument(
         "--loop-backend",
         choices=BACKENDS,
@@ -520,6 +520,33 @@ def _add_serve_arguments(p: argparse.ArgumentParser) -> None:
         default=d("reload_delay"),
         help="wait this long after a change for more before restarting",
     )
+
+    g = p.add_argument_group("HTTP/2")
+    g.add_argument(
+        "--http",
+        metavar="{auto,1,2}",
+        default=None,
+        help="protocols spoken: auto (HTTP/2 to a client that asks: ALPN h2 over TLS, the h2c "
+        "preface in cleartext; else HTTP/1.1), 1 (HTTP/1.1 only), 2 (HTTP/2 only); uvicorn's "
+        "h11 and httptools are accepted and ignored",
+    )
+    for name, what in (
+        ("max-concurrent-streams", "streams a client may have open at once"),
+        ("initial-stream-window-size", "request body bytes a stream may send ahead of the app"),
+        (
+            "initial-connection-window-size",
+            "request body bytes a connection may send ahead of the apps",
+        ),
+        ("max-headers-size", "largest decoded request head"),
+        ("max-frame-size", "largest frame the client may send"),
+    ):
+        g.add_argument(
+            f"--http2-{name}",
+            metavar="N",
+            type=_integer(),
+            default=d(f"http2_{name.replace('-', '_')}"),
+            help=what,
+        )
 
     g = p.add_argument_group("WebSocket")
     g.add_argument(
@@ -616,9 +643,10 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    for flag in ("loop", "http"):
-        if getattr(args, f"uvicorn_{flag}") is not None:
-            print(f"{prog}: warning: --{flag} is uvicorn's; ignored", file=sys.stderr)
+    if args.uvicorn_loop is not None:
+        print(f"{prog}: warning: --loop is uvicorn's; ignored", file=sys.stderr)
+    if args.http in UVICORN_HTTP:
+        print(f"{prog}: warning: --http {args.http} is uvicorn's; ignored", file=sys.stderr)
     if config.workers == 1 and not config.reload and config.limit_max_rss is not None:
         # Nothing would start the replacement: say so rather than ignore the flag quietly.
         print(

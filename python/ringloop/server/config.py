@@ -19,6 +19,9 @@ LIFESPANS = ("auto", "on", "off")
 BACKENDS = ("auto", "io_uring", "epoll")
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
 WS_MODES = ("auto", "on", "off")
+HTTP_MODES = ("auto", "1", "2")
+# uvicorn's --http values (its HTTP/1.1 parser): accepted, warned about, and serve as auto.
+UVICORN_HTTP = ("h11", "httptools")
 # granian's defaults: one --static-path-mount without a route is served here, cached a day.
 STATIC_ROUTE = "/static"
 STATIC_EXPIRES = 86400
@@ -108,6 +111,14 @@ class Config:
     health_host: str = "127.0.0.1"
     health_path: str = "/healthz"
     health_max_lag: float = 1.0  # seconds
+    # -- HTTP/2 (granian's flags): auto speaks h2 to a client that asks (ALPN h2 over TLS, the
+    # h2c preface in cleartext), 1 only HTTP/1.1, 2 only HTTP/2
+    http: str = "auto"
+    http2_max_concurrent_streams: int = 100
+    http2_initial_stream_window_size: int = 256 * 1024
+    http2_initial_connection_window_size: int = 1024 * 1024
+    http2_max_headers_size: int = 32 * 1024
+    http2_max_frame_size: int = 16 * 1024
     # -- WebSocket (the WebSocket issue)
     ws: str = "auto"
     ws_max_size: int = 16 * 1024 * 1024
@@ -143,6 +154,20 @@ class Config:
         choice("lifespan", LIFESPANS)
         choice("loop_backend", BACKENDS)
         choice("ws", WS_MODES)
+        choice("http", HTTP_MODES)
+        h2_ranges = {
+            "http2_max_concurrent_streams": (1, 2**31 - 1),
+            "http2_initial_stream_window_size": (1, 2**31 - 1),
+            "http2_initial_connection_window_size": (65535, 2**31 - 1),
+            "http2_max_headers_size": (1, 2**32 - 1),
+            "http2_max_frame_size": (16384, 2**24 - 1),
+        }
+        for name, (low, high) in h2_ranges.items():
+            value = getattr(self, name)
+            if not low <= value <= high:
+                raise ConfigError(
+                    f"--{name.replace('_', '-')}: {value} is out of range ({low} to {high})"
+                )
         if self.log_level.lower() not in LOG_LEVELS:
             raise ConfigError(
                 f"--log-level: {self.log_level!r} is not one of {', '.join(LOG_LEVELS)}"
@@ -220,6 +245,8 @@ class Config:
                 ciphers=self.ssl_ciphers or None,
                 crls=list(self.ssl_crl),
                 min_version=self.ssl_protocol_min,
+                # ALPN: h2 first for a client that speaks both (RFC 7301: the server picks).
+                alpn={"1": ["http/1.1"], "2": ["h2"]}.get(self.http, ["h2", "http/1.1"]),
                 ticket_secret=_TICKET_SECRET,
             )
         except ValueError as exc:

@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from . import argtypes
-from .config import Config, ConfigError, load_env_file
+from .config import UVICORN_HTTP, Config, ConfigError, load_env_file
 
 ENV_PREFIX = "RINGLOOP_"
 _FIELDS = {f.name for f in dataclasses.fields(Config)}
@@ -163,6 +163,8 @@ def config_from_args(args: argparse.Namespace) -> Config:
             settings["workers"] = int(env) if env else 1
         except ValueError:
             raise ConfigError(f"WEB_CONCURRENCY: expected an integer, got {env!r}") from None
+    if settings.get("http") is None or settings["http"] in UVICORN_HTTP:
+        settings["http"] = "auto"
     # --forwarded-allow-ips None means $FORWARDED_ALLOW_IPS at run time (Config reads it).
     return Config(**settings)
 

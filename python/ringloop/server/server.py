@@ -160,6 +160,12 @@ class Server:
             ws_ping_timeout=c.ws_ping_timeout,
             ws_per_message_deflate=c.ws_per_message_deflate,
             ws_handler=getattr(self.app, "__ringloop_websocket__", None),
+            http=c.http,
+            http2_max_concurrent_streams=c.http2_max_concurrent_streams,
+            http2_initial_stream_window_size=c.http2_initial_stream_window_size,
+            http2_initial_connection_window_size=c.http2_initial_connection_window_size,
+            http2_max_headers_size=c.http2_max_headers_size,
+            http2_max_frame_size=c.http2_max_frame_size,
         )
 
     def _response_hook(self) -> Any:

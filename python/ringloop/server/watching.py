@@ -16,8 +16,8 @@ and the breakdown by cause after the colon (`ringloop.watch.causes`); a block th
 throttling or starvation says that no line of the request is to blame.
 
 Nothing is done per request to allow this beyond keeping references to its scope
-(`src/http/watch.rs`): the request is found when a block is reported, from the records the
-connections keep (`ServerState._recent_requests`):
+(`src/http/conn/watch.rs`, `src/http/h2conn/watch.rs`): the request is found when a block is
+reported, from the records the connections keep (`ServerState._recent_requests`):
 
 - a block in a task step (the handler awaited, then blocked): the request the blocked task
   runs — the request a connection's host task runs (which may be one whose background work

@@ -19,6 +19,9 @@ impl HttpConn {
     pub(crate) fn check_timeout(slf: &Bound<'_, Self>, now: u64) -> PyResult<bool> {
         let py = slf.py();
         let this = slf.get();
+        if let Some(h2) = this.h2(py)? {
+            return crate::http::h2conn::H2Conn::check_timeout(h2.bind(py), now);
+        }
         let server = this.server.get();
         let t = &server.timeouts;
         // Shutting down: an idle connection goes once idle for the drain grace (`shutdown`).
@@ -64,6 +67,9 @@ impl HttpConn {
     /// have been idle for the drain grace, else when the sweep finds they have (`check_timeout`).
     pub(crate) fn begin_shutdown(slf: &Bound<'_, Self>) -> PyResult<()> {
         let py = slf.py();
+        if let Some(h2) = slf.get().h2(py)? {
+            return crate::http::h2conn::H2Conn::begin_shutdown(h2.bind(py));
+        }
         if let Some(s) = Self::session(slf)? {
             if crate::http::websocket::begin_shutdown(s)? {
                 return Ok(());

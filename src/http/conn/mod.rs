@@ -48,11 +48,12 @@ use pyo3::types::PyBytes;
 use pyo3::{intern, PyTraverseError, PyVisit};
 
 use self::cycle::Cycle;
+use super::h2conn::{H2Conn, PREFACE};
 use super::host::Host;
 use super::request::{self, HeadCopy};
 use super::scope::ConnScope;
 use super::proto::h1::{After, Conn, Event, Phase, Stamp};
-use super::server::ServerState;
+use super::server::{HttpMode, ServerState};
 use super::stream::message::resolve;
 use super::stream::Spare;
 use self::watch::Records;
@@ -116,6 +117,12 @@ pub(crate) struct ConnState {
     pub(crate) since: u64,
     head_since: u64,
     idle_phase: bool,
+    /// The first bytes, held until the protocol is chosen (`choose`); `None` once it is, or
+    /// from the start with `--http 1`.
+    sniff: Option<Vec<u8>>,
+    /// The HTTP/2 driver the connection was handed to (`choose`): the transport reads into it,
+    /// and the calls that still come here are passed on.
+    pub(crate) h2: Option<Py<H2Conn>>,
 }
 
 impl ConnState {
@@ -149,11 +156,81 @@ impl HttpConn {
         self.server.get().loop_.bind(py)
     }
 
+    /// Pick the connection's protocol from its first bytes: HTTP/2 if the TLS session agreed
+    /// on ALPN `h2`, if the bytes open with the client preface (h2c with prior knowledge), or
+    /// if the server speaks only HTTP/2; else HTTP/1.1. `eof`: no more bytes will come (a
+    /// partial preface is then HTTP/1.1's to refuse). `true`: the connection is the HTTP/2
+    /// driver's now, or waits for more bytes to tell.
+    ///
+    /// Here rather than where the connection is accepted: a TLS session's ALPN is known only
+    /// once its handshake ended, which is after `connection_made`; and `feed` may not run the
+    /// Python code making the driver needs. HTTP/1.1 pays nothing for it: its first bytes
+    /// are told apart in `sniff` already.
+    fn choose(slf: &Bound<'_, Self>, eof: bool) -> PyResult<bool> {
+        let py = slf.py();
+        let this = slf.get();
+        let server = this.server.get();
+        let h2 = {
+            let st = this.st.borrow(py)?;
+            let Some(sniff) = st.sniff.as_deref() else { return Ok(false) };
+            let alpn = |p: &[u8]| -> PyResult<bool> { Ok(match st.io.as_ref() { Some(io) => io.get().alpn_is(py, p)?, None => false }) };
+            if server.http == HttpMode::H2 || alpn(b"h2")? {
+                true
+            } else if alpn(b"http/1.1")? {
+                false
+            } else if sniff.len() < PREFACE.len() && PREFACE.starts_with(sniff) && !eof {
+                return Ok(true); // too few bytes to tell yet
+            } else {
+                sniff.starts_with(PREFACE)
+            }
+        };
+        let sniff = this.st.borrow_mut(py)?.sniff.take().unwrap_or_default();
+        if !h2 {
+            this.st.borrow_mut(py)?.h1.feed(&sniff);
+            return Ok(false);
+        }
+        let (io, transport, client, local, trusted) = {
+            let st = this.st.borrow(py)?;
+            (st.io.as_ref().map(|i| i.clone_ref(py)), st.transport.as_ref().map(|t| t.clone_ref(py)), st.client.clone_ref(py), st.local.clone_ref(py), st.peer_trusted)
+        };
+        let conn = H2Conn::new(py, this.server.clone_ref(py), io, transport, client, local, trusted)?;
+        this.st.borrow_mut(py)?.h2 = Some(conn.clone_ref(py));
+        conn.get().feed_bytes(py, &sniff)?;
+        if server.shutting_down.load(Ordering::Relaxed) {
+            H2Conn::begin_shutdown(conn.bind(py))?;
+        }
+        H2Conn::run(conn.bind(py))?;
+        Ok(true)
+    }
+
+    /// The connection's first bytes, before its protocol is chosen. Bytes that cannot open
+    /// the client preface are HTTP/1.1's at once, with no copy (an HTTP/2 client sends the
+    /// preface first over TLS too, RFC 9113 §3.4, so ALPN cannot make them HTTP/2); bytes that
+    /// may are held for `choose` (in `process`, where the TLS session's ALPN may be asked).
+    fn sniff(st: &mut ConnState, c: &[u8], h2_only: bool) {
+        let Some(held) = st.sniff.as_mut() else { return st.h1.feed(c) };
+        let n = c.len().min(PREFACE.len());
+        if held.is_empty() && !h2_only && c[..n] != PREFACE[..n] {
+            st.sniff = None;
+            st.h1.feed(c);
+        } else {
+            held.extend_from_slice(c);
+        }
+    }
+
+    /// The HTTP/2 driver, if the connection was handed to it.
+    pub(crate) fn h2(&self, py: Python<'_>) -> PyResult<Option<Py<H2Conn>>> {
+        Ok(self.st.borrow(py)?.h2.as_ref().map(|h| h.clone_ref(py)))
+    }
+
     /// Act on buffered input until a request waits for its application (see the module docs).
     fn run(slf: &Bound<'_, Self>) -> PyResult<()> {
         let py = slf.py();
         let this = slf.get();
         if this.st.borrow(py)?.lingering {
+            return Ok(());
+        }
+        if this.st.borrow(py)?.sniff.is_some() && Self::choose(slf, false)? {
             return Ok(());
         }
         this.st.borrow_mut(py)?.in_process = true;
@@ -374,6 +451,15 @@ impl NativeProtocol for HttpConn {
     fn feed(slf: &Bound<'_, Self>, data: Received<'_>) -> PyResult<()> {
         let mut st = slf.get().st.borrow_mut(slf.py())?;
         let st = &mut *st;
+        if st.sniff.is_some() {
+            let h2_only = slf.get().server.get().http == HttpMode::H2;
+            match data {
+                Received::Slice(b) => Self::sniff(st, b, h2_only),
+                Received::Ring(r) => r.drain_chunks(|c| Self::sniff(st, c, h2_only)),
+            }
+            st.since = monotonic_ns();
+            return Ok(());
+        }
         if st.lingering {
             // After an error answer: what the client still sends is read and dropped.
             if let Received::Ring(r) = data {
@@ -413,6 +499,7 @@ impl HttpConn {
     #[new]
     fn py_new(py: Python<'_>, server: Py<ServerState>) -> PyResult<Self> {
         let limits = server.get().limits.clone();
+        let sniff = (server.get().http != HttpMode::H1).then(Vec::new);
         let now = monotonic_ns();
         Ok(HttpConn {
             server,
@@ -447,6 +534,8 @@ impl HttpConn {
                 since: now,
                 head_since: now,
                 idle_phase: true,
+                sniff,
+                h2: None,
             }),
         })
     }
@@ -488,6 +577,10 @@ impl HttpConn {
     /// A transport without native reads (see the module docs): bytes arrive here.
     fn data_received(slf: &Bound<'_, Self>, data: &Bound<'_, PyAny>) -> PyResult<()> {
         let bytes = data.cast::<PyBytes>()?;
+        if let Some(h2) = slf.get().h2(slf.py())? {
+            h2.get().feed_bytes(slf.py(), bytes.as_bytes())?;
+            return H2Conn::run(h2.bind(slf.py()));
+        }
         <Self as NativeProtocol>::feed(slf, Received::Slice(bytes.as_bytes()))?;
         Self::run(slf)
     }
@@ -496,6 +589,14 @@ impl HttpConn {
     /// connection closes.
     fn eof_received(slf: &Bound<'_, Self>) -> PyResult<bool> {
         let py = slf.py();
+        if let Some(h2) = slf.get().h2(py)? {
+            return H2Conn::eof_received(h2.bind(py));
+        }
+        if slf.get().st.borrow(py)?.sniff.is_some() && Self::choose(slf, true)? {
+            if let Some(h2) = slf.get().h2(py)? {
+                return H2Conn::eof_received(h2.bind(py));
+            }
+        }
         if slf.get().st.borrow(py)?.lingering {
             return Ok(false); // the client read our answer and is done: the transport closes
         }
@@ -544,6 +645,11 @@ impl HttpConn {
         if id != u64::MAX {
             this.server.get().unregister(py, id)?;
         }
+        // Taken: the driver refers to the transport, which refers to us.
+        let h2 = this.st.borrow_mut(py)?.h2.take();
+        if let Some(h2) = h2 {
+            return H2Conn::connection_lost(h2.bind(py));
+        }
         let cycle = this.st.borrow_mut(py)?.cycle.take();
         if let Some(c) = cycle {
             cycle::cycle_over(py, c)?;
@@ -564,6 +670,9 @@ impl HttpConn {
     }
 
     fn pause_writing(&self, py: Python<'_>) -> PyResult<()> {
+        if let Some(h2) = self.h2(py)? {
+            return h2.get().pause_writing(py);
+        }
         self.st.borrow_mut(py)?.write_paused = true;
         Ok(())
     }
@@ -571,6 +680,9 @@ impl HttpConn {
     fn resume_writing(slf: &Bound<'_, Self>) -> PyResult<()> {
         let py = slf.py();
         let this = slf.get();
+        if let Some(h2) = this.h2(py)? {
+            return H2Conn::resume_writing(h2.bind(py));
+        }
         let (waiters, session) = {
             let mut st = this.st.borrow_mut(py)?;
             st.write_paused = false;
@@ -607,6 +719,7 @@ impl HttpConn {
         visit.call(&st.client)?;
         visit.call(&st.local)?;
         visit.call(&st.host)?;
+        visit.call(&st.h2)?;
         if let Some(w) = st.ws.as_deref() {
             visit.call(&w.native)?;
         }
@@ -628,7 +741,7 @@ impl HttpConn {
 
     fn __clear__(&self) {
         let taken = self.st.try_borrow_mut_unattached().map(|mut st| {
-            (st.io.take(), st.transport.take(), std::mem::take(&mut st.drain_waiters), st.cycle.take(), st.ws.take(), std::mem::take(&mut st.watch), st.scope.take(), st.spare.take())
+            (st.io.take(), st.transport.take(), std::mem::take(&mut st.drain_waiters), st.cycle.take(), st.ws.take(), std::mem::take(&mut st.watch), st.scope.take(), st.spare.take(), st.h2.take())
         });
         drop(taken);
     }

@@ -146,11 +146,11 @@ impl Sink for H1Sink {
         Ok(current(&mut st, id).map(|c| Progress { started: c.started, complete: c.complete }))
     }
 
-    fn write_blocked(&self, conn: &Bound<'_, PyAny>) -> PyResult<bool> {
+    fn write_blocked(&self, conn: &Bound<'_, PyAny>, _id: u64) -> PyResult<bool> {
         http(conn).get().write_blocked(conn.py())
     }
 
-    fn drained(&self, conn: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+    fn drained(&self, conn: &Bound<'_, PyAny>, _id: u64) -> PyResult<Py<PyAny>> {
         HttpConn::drained(http(conn))
     }
 

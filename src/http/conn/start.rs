@@ -4,14 +4,12 @@
 //! scope from the connection's facts, the coroutine run in the connection's host task
 //! (`host.rs`), a synchronous native handler's body read whole before it is called.
 
-use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{IntoPyDict, PyDict};
+use pyo3::types::PyDict;
 
 use super::cycle;
 use super::sink::SINK;
 use super::{watch, HttpConn};
-use crate::eventloop::core::LoopCore;
 use crate::http::asgi;
 use crate::http::host::{Host, RequestName};
 use crate::http::request::{self, HeadCopy};
@@ -75,22 +73,9 @@ impl HttpConn {
         Ok(())
     }
 
-    /// Run `coro` as a task of its own whose first step runs now.
+    /// Run `coro` as a task of its own whose first step runs now (`host::spawn_task`).
     pub(super) fn spawn_task<'py>(slf: &Bound<'py, Self>, coro: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
-        static EAGER: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-        let py = slf.py();
-        let loop_ = slf.get().loop_(py);
-        // A name given saves the task formatting its own ("Task-N", a printf per request).
-        let kw = [(intern!(py, "loop"), loop_.clone()), (intern!(py, "name"), intern!(py, "ringloop.http").clone().into_any())];
-        if *EAGER.get_or_init(|| py.version_info() >= (3, 12)) {
-            // The task runs its first step in its constructor (3.12's eager start).
-            let kw = kw.into_py_dict(py)?;
-            kw.set_item(intern!(py, "eager_start"), true)?;
-            return crate::py::asyncio_task(py)?.call((coro,), Some(&kw));
-        }
-        let task = crate::py::asyncio_task(py)?.call((coro,), Some(&kw.into_py_dict(py)?))?;
-        LoopCore::run_task_step_now(loop_.cast::<LoopCore>()?, &task)?;
-        Ok(task)
+        crate::http::host::spawn_task(slf.get().loop_(slf.py()), coro)
     }
 
     /// Read more of a synchronous native handler's body; call it once the body is whole.

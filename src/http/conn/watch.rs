@@ -118,7 +118,9 @@ pub(crate) fn note_spawned(conn: &HttpConn, py: Python<'_>, task: &Bound<'_, PyA
 }
 
 /// One record: `(conn_id, kind, task, subject, cycle, begun_ns, client)`, `kind` one of
-/// `"latest"` (task `None`), `"hosted"` (the host task) and `"spawned"`.
+/// `"latest"` (task `None`), `"hosted"` (the host task) and `"spawned"`; an HTTP/2
+/// connection's also `"stream"` (task `None`) for each stream in flight, `cycle` its stream id
+/// (`h2conn/watch.rs`).
 type Row = (u64, &'static str, Option<Py<PyAny>>, Py<PyAny>, u64, u64, Py<PyAny>);
 
 #[pymethods]
@@ -140,8 +142,17 @@ impl ServerState {
         let conns: Vec<(u64, Py<PyAny>)> = self.conns.borrow(py)?.iter().map(|(id, c)| (*id, c.clone_ref(py))).collect();
         let mut rows = Vec::new();
         for (id, conn) in conns {
+            let http = conn.bind(py).cast::<HttpConn>()?;
+            if let Some(h2) = http.get().h2(py)? {
+                // An HTTP/2 connection keeps its own (`h2conn/watch.rs`), the host task in.
+                let (records, client) = h2.get().watch_rows(py)?;
+                for (kind, task, subject, cycle, begun) in records {
+                    rows.push((id, kind, task, subject, cycle, begun, client.clone_ref(py)));
+                }
+                continue;
+            }
             let (host, records) = {
-                let st = conn.bind(py).cast::<HttpConn>()?.get().st.borrow(py)?;
+                let st = http.get().st.borrow(py)?;
                 let w = &st.watch;
                 let mut records: Vec<(&'static str, Option<Py<PyAny>>, Recent)> = Vec::new();
                 if let Some(r) = &w.latest {

@@ -72,6 +72,17 @@ pub(crate) trait Sink: Sync {
     /// The response's status and fields (`headers`: the application's object), written with
     /// the first body or at the end of the loop iteration.
     fn start(&self, conn: &Bound<'_, PyAny>, id: u64, status: u16, headers: Option<Py<PyAny>>) -> PyResult<()>;
+    /// The response will end with trailers (ASGI `http.response.start`'s `trailers`): its last
+    /// body does not end it. Only a protocol that announced `http.response.trailers` is told.
+    fn expect_trailers(&self, _conn: &Bound<'_, PyAny>, _id: u64) -> PyResult<()> {
+        Ok(())
+    }
+    /// `http.response.trailers`: fields (`headers`: the application's object) sent after the
+    /// body; `more`: more trailer messages follow. Refused where the extension is not
+    /// announced (HTTP/1.1).
+    fn trailers(&self, _conn: &Bound<'_, PyAny>, _id: u64, _headers: Option<Py<PyAny>>, _more: bool) -> PyResult<()> {
+        Err(pyo3::exceptions::PyRuntimeError::new_err("Unexpected ASGI message type 'http.response.trailers'."))
+    }
     /// Body bytes (`more`: not the last), behind the head.
     fn body(&self, conn: &Bound<'_, PyAny>, id: u64, body: &Bound<'_, PyBytes>, more: bool) -> PyResult<()>;
     /// The head of a response whose body is a file of `size` bytes (`send_file` sends it);
@@ -94,10 +105,12 @@ pub(crate) trait Sink: Sync {
     /// Where the response stands; `None` once the stream is over.
     fn progress(&self, conn: &Bound<'_, PyAny>, id: u64) -> PyResult<Option<Progress>>;
 
-    /// The connection's buffer is above its high-water mark: `send` waits (`drained`).
-    fn write_blocked(&self, conn: &Bound<'_, PyAny>) -> PyResult<bool>;
-    /// A future resolved when the connection's buffer drained.
-    fn drained(&self, conn: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>>;
+    /// Stream `id` may not write more now: the connection's buffer is above its high-water
+    /// mark, or (HTTP/2) the stream's flow-control window holds bytes it has not taken yet.
+    /// `send` then waits (`drained`).
+    fn write_blocked(&self, conn: &Bound<'_, PyAny>, id: u64) -> PyResult<bool>;
+    /// A future resolved when stream `id` may write again (see `write_blocked`).
+    fn drained(&self, conn: &Bound<'_, PyAny>, id: u64) -> PyResult<Py<PyAny>>;
     fn is_lost(&self, conn: &Bound<'_, PyAny>) -> PyResult<bool>;
     /// Run `coro` for this stream in the connection's task.
     fn spawn(&self, conn: &Bound<'_, PyAny>, coro: &Bound<'_, PyAny>) -> PyResult<()>;

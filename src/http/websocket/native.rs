@@ -220,7 +220,7 @@ impl WebSocket {
             Ok(p.write_paused)
         })??;
         super::frames_added(s)?;
-        Ok(!paused && !s.sink().write_blocked(s.conn)?)
+        Ok(!paused && !s.sink().write_blocked(s.conn, s.id)?)
     }
 }
 

@@ -122,6 +122,12 @@ impl StreamIO {
         Ok(self.st.borrow(py)?.tls.is_some())
     }
 
+    /// Whether the TLS session agreed on ALPN `proto` (the HTTP connection picks its protocol
+    /// by it). `false` without TLS, before the handshake, or when the client offered no ALPN.
+    pub fn alpn_is(&self, py: Python<'_>, proto: &[u8]) -> PyResult<bool> {
+        Ok(self.st.borrow(py)?.tls.as_ref().and_then(|t| t.session.alpn()).is_some_and(|a| a == proto))
+    }
+
     /// Decrypt `data`; send what the session has to say; hand the plaintext to the protocol
     /// (by `sink`'s kind). On a session error, `_tls_failed` closes the connection and nothing
     /// reaches the protocol.

@@ -1,0 +1,80 @@
+//! An HTTP/2 connection's life outside its streams, as `HttpConn` passes on the server's
+//! calls: the keep-alive timeout (no stream open for `--timeout-keep-alive`), the graceful
+//! shutdown (GOAWAY: the streams in flight finish, no new one starts, then the connection
+//! closes) and the abort.
+//!
+//! A GOAWAY of ours needs the client: h2 sends GOAWAY with the highest id, waits for a PING's
+//! answer, then the final GOAWAY. A client that never answers is aborted after another
+//! keep-alive period (or the drain grace while shutting down), as the sweep finds it.
+
+use std::sync::atomic::Ordering;
+
+use pyo3::intern;
+use pyo3::prelude::*;
+
+use super::H2Conn;
+use crate::reactor::sys::monotonic_ns;
+
+/// How long a GOAWAY of ours may go unanswered when no keep-alive timeout is set.
+const GOAWAY_WAIT_NS: u64 = 5_000_000_000;
+
+impl H2Conn {
+    /// The sweep's check (`ServerState::sweep`); `true` if it ended the connection.
+    pub(crate) fn check_timeout(slf: &Bound<'_, Self>, now: u64) -> PyResult<bool> {
+        let py = slf.py();
+        let this = slf.get();
+        let server = this.server.get();
+        let keep_alive = server.timeouts.keep_alive;
+        let (idle, goaway_at) = {
+            let st = this.st.borrow(py)?;
+            if st.lost || st.closed {
+                return Ok(false);
+            }
+            (st.core.open_streams() == 0 && st.streams.is_empty(), st.goaway_at)
+        };
+        if let Some(at) = goaway_at {
+            let wait = if keep_alive > 0 { keep_alive } else { GOAWAY_WAIT_NS };
+            if idle && now.saturating_sub(at) > wait {
+                Self::abort(slf)?;
+                return Ok(true);
+            }
+            return Ok(false);
+        }
+        let since = this.st.borrow(py)?.since;
+        let drain = server.shutting_down.load(Ordering::Relaxed).then(|| server.drain_idle.load(Ordering::Relaxed));
+        let due = idle && (drain.is_some_and(|g| now.saturating_sub(since) >= g) || (keep_alive > 0 && now.saturating_sub(since) > keep_alive));
+        if !due {
+            return Ok(false);
+        }
+        Self::goaway(slf)?;
+        Ok(true)
+    }
+
+    /// Graceful shutdown: GOAWAY now; the streams in flight finish; the core closes the
+    /// connection once they have.
+    pub(crate) fn begin_shutdown(slf: &Bound<'_, Self>) -> PyResult<()> {
+        Self::goaway(slf)
+    }
+
+    fn goaway(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let py = slf.py();
+        {
+            let mut st = slf.get().st.borrow_mut(py)?;
+            if st.goaway_at.is_some() || st.lost {
+                return Ok(());
+            }
+            st.goaway_at = Some(monotonic_ns());
+            st.core.graceful_shutdown();
+        }
+        Self::run(slf)
+    }
+
+    pub(crate) fn abort(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let py = slf.py();
+        let t = slf.get().st.borrow(py)?.transport.as_ref().map(|t| t.clone_ref(py));
+        if let Some(t) = t {
+            t.call_method0(py, intern!(py, "abort"))?;
+        }
+        Ok(())
+    }
+}
