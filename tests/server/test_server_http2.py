@@ -39,6 +39,17 @@ def _tool(name: str) -> str:
     return path
 
 
+def _curl(*args: str) -> str:
+    """curl's body for the URL last in ``args``, then a line with the HTTP version it used."""
+    return subprocess.run(
+        [_tool("curl"), "-sS", *args[:-1], "-w", "\n%{http_version}", args[-1]],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    ).stdout
+
+
 # -- a client that speaks frames ----------------------------------------------------------------
 
 
@@ -205,14 +216,7 @@ def test_h2c_prior_knowledge_with_httpx(h2c):
 
 
 def test_h2c_prior_knowledge_with_curl(h2c):
-    curl = _tool("curl")
-    out = subprocess.run(
-        [curl, "-sS", "--http2-prior-knowledge", "-w", "\n%{http_version}", h2c.url("/")],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=True,
-    ).stdout
+    out = _curl("--http2-prior-knowledge", h2c.url("/"))
     assert out == "hello over 2\n2"
 
 
@@ -257,14 +261,7 @@ def test_preface_in_pieces_and_a_method_named_pri(h2c):
 def test_upgrade_h2c_is_served_as_http1(h2c):
     """`Upgrade: h2c` (RFC 7540 §3.2, dropped by RFC 9113) is not supported, as granian and
     uvicorn do not: curl's `--http2` in cleartext asks for it and is answered HTTP/1.1."""
-    curl = _tool("curl")
-    out = subprocess.run(
-        [curl, "-sS", "--http2", "-w", "\n%{http_version}", h2c.url("/")],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=True,
-    ).stdout
+    out = _curl("--http2", h2c.url("/"))
     assert out == "hello over 1.1\n1.1"
 
 
@@ -276,14 +273,7 @@ def test_alpn_h2_over_tls(h2tls):
         assert r.http_version == "HTTP/2"
         s = r.json()
         assert (s["http_version"], s["scheme"], s["tls"]) == ("2", "https", True)
-    curl = _tool("curl")
-    out = subprocess.run(
-        [curl, "-sS", "--http2", "--cacert", ca, "-w", "\n%{http_version}", h2tls.url("/")],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=True,
-    ).stdout
+    out = _curl("--http2", "--cacert", ca, h2tls.url("/"))
     assert out == "hello over 2\n2"
 
 
