@@ -12,6 +12,7 @@ stream (`/held`), or for a result it recorded (`/results`).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import shutil
@@ -304,6 +305,24 @@ def test_http_1_refuses_the_preface(ringloop_kind: Kind, pool):
             data += chunk
     assert data.startswith(b"HTTP/1.1 505"), data[:100]
     assert httpx.get(server.url("/")).text == "hello over 1.1"
+
+
+def test_http_2_in_cleartext_speaks_only_http2(ringloop_kind: Kind, pool):
+    """`--http 2`: the first bytes are HTTP/2's whatever they are; an HTTP/1.1 request gets
+    no HTTP/1.1 answer (the core ends the connection for a missing preface)."""
+    server = pool.get(ringloop_kind, APP, "asgi", http="2")
+    c = H2Client(server.port)
+    try:
+        assert c.get("/") == (200, b"hello over 2")
+    finally:
+        c.close()
+    with socket.create_connection((HOST, server.port), timeout=15) as s:
+        s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        data = b""
+        with contextlib.suppress(ConnectionResetError):
+            while chunk := s.recv(65536):
+                data += chunk
+    assert not data.startswith(b"HTTP/1.1"), data[:100]
 
 
 def test_http_2_over_tls_offers_only_h2(ringloop_kind: Kind, pool):
