@@ -68,6 +68,14 @@ def _serves(server) -> None:
         c.close()
 
 
+def _wait_json(server, path: str, want) -> None:
+    def got():
+        r = httpx.get(server.url(path))
+        return r.status_code == 200 and r.json() == want
+
+    wait_until(got, 30, f"{path} to say {want!r}")
+
+
 def _frames(cls, sid: int, payloads, flags=()) -> bytes:
     out = bytearray()
     for p in payloads:
@@ -113,6 +121,31 @@ def test_rapid_reset_gets_enhance_your_calm(server):
     # h2's pending-accept bound (20 in one read) and ours across reads (100 net resets).
     assert _calls(server, path) <= 150
     assert server.rss() - rss < RSS_MARGIN
+
+
+def test_rapid_reset_spread_over_reads_meets_max_reset_streams(ringloop_kind: Kind, pool):
+    """The slow form: each stream reaches its application before the client resets it, so
+    h2's bound on resets waiting in its accept queue never sees them; ours does
+    (`--http2-max-reset-streams 5`): the sixth reset ends the connection with GOAWAY
+    ENHANCE_YOUR_CALM, and each application heard `http.disconnect`."""
+    server = pool.get(ringloop_kind, APP, "asgi", http2_max_reset_streams=5)
+    key = uuid.uuid4().hex
+    c = RawH2(server.port)
+    try:
+        for i in range(6):
+            k = f"{key}-{i}"
+            sid = c.request(1 + 2 * i, f"/disconnect?key={k}")
+            _wait_json(server, f"/held?key={k}", 1)
+            r = RstStreamFrame(sid)
+            r.error_code = CANCEL
+            c.send(r)
+            _wait_json(server, f"/results?key={k}", "http.disconnect")
+        c.until(lambda: c.goaway is not None, "GOAWAY")
+        assert c.goaway[1] == ENHANCE_YOUR_CALM
+        c.until_closed()
+    finally:
+        c.close()
+    _serves(server)
 
 
 # -- 2. CONTINUATION flood (CVE-2024-27316 family) ------------------------------------------------
