@@ -119,6 +119,10 @@ class Config:
     http2_initial_connection_window_size: int = 1024 * 1024
     http2_max_headers_size: int = 32 * 1024
     http2_max_frame_size: int = 16 * 1024
+    # keep-alive PINGs (granian's flags): one after this many ms without a byte from the
+    # client (0: off, as granian's and hyper's default); no ACK within the timeout: close
+    http2_keep_alive_interval: int = 0
+    http2_keep_alive_timeout: float = 20.0
     # -- WebSocket (the WebSocket issue)
     ws: str = "auto"
     ws_max_size: int = 16 * 1024 * 1024
@@ -161,6 +165,7 @@ class Config:
             "http2_initial_connection_window_size": (65535, 2**31 - 1),
             "http2_max_headers_size": (1, 2**32 - 1),
             "http2_max_frame_size": (16384, 2**24 - 1),
+            "http2_keep_alive_interval": (0, 86_400_000),
         }
         for name, (low, high) in h2_ranges.items():
             value = getattr(self, name)
@@ -188,6 +193,7 @@ class Config:
         ):
             positive(name, getattr(self, name))
         positive("limit_max_requests_jitter", self.limit_max_requests_jitter, zero=True)
+        positive("http2_keep_alive_timeout", self.http2_keep_alive_timeout)
         for name in (
             "timeout_keep_alive",
             "timeout_request_head",

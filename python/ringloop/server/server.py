@@ -166,6 +166,8 @@ class Server:
             http2_initial_connection_window_size=c.http2_initial_connection_window_size,
             http2_max_headers_size=c.http2_max_headers_size,
             http2_max_frame_size=c.http2_max_frame_size,
+            http2_keep_alive_interval=c.http2_keep_alive_interval,
+            http2_keep_alive_timeout=c.http2_keep_alive_timeout,
         )
 
     def _response_hook(self) -> Any:
