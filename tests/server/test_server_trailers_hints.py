@@ -32,7 +32,7 @@ import h2.events
 import h11
 import httpx
 import pytest
-from srv_harness import HOST, Kind, wait_until
+from srv_harness import HOST, Kind, tls_files, wait_until
 
 APP = "srv_hints_app:app"
 pytestmark = pytest.mark.timeout(120)
@@ -297,6 +297,20 @@ def test_early_hints_seen_by_curl(server, mode):
     status = "HTTP/1.1 103 Early Hints" if mode == "1.1" else "HTTP/2 103"
     assert out.count(f"< {status}") == 2, out
     assert "< link: </app.js>; rel=preload; as=script" in out
+    assert out.endswith("after the hints")
+
+
+@pytest.mark.parametrize("mode", ["1.1", "2"])
+def test_early_hints_over_tls(ringloop_kind: Kind, pool, mode):
+    """Over TLS, ALPN choosing the version: the same 103s."""
+    files = tls_files()
+    server = pool.get(
+        ringloop_kind, APP, "asgi", ssl_certfile=files["cert"], ssl_keyfile=files["key"]
+    )
+    flag = "--http1.1" if mode == "1.1" else "--http2"
+    out = _curl_verbose(flag, "--cacert", files["ca"], server.url("/hints"))
+    status = "HTTP/1.1 103 Early Hints" if mode == "1.1" else "HTTP/2 103"
+    assert out.count(f"< {status}") == 2, out
     assert out.endswith("after the hints")
 
 
