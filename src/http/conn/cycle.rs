@@ -1,7 +1,7 @@
 //! The driver's side of a stream, whatever the interface: the `Cycle` a connection holds from
 //! a request head until its response ends, reading the request body for the application
-//! (`poll_body`, `answer_receiver`), and writing the response (`record_start`, `write_head`,
-//! `write_body`, `end`, `abandon`, `end_with_error`). ASGI's `receive`/`send` (`asgi`), the
+//! (`poll_body`, `answer_receiver`), and writing the response (`early_hint`, `record_start`,
+//! `write_head`, `write_body`, `trailers`, `end`, `abandon`, `end_with_error`). ASGI's `receive`/`send` (`asgi`), the
 //! native handler API (`native`) and the WSGI bridge reach these through their `Stream`'s
 //! `Sink` (`sink.rs`).
 //!

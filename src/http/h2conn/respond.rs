@@ -1,7 +1,8 @@
 //! A stream's response out: the head (held, as h1 holds it, until the first body or the end
 //! of the loop iteration), the body given to the core as far as the windows allow, the rest
 //! kept on the stream (`Strm::pending`) with a future its `send()` awaits until `Writable`
-//! says the client gave credit; the end, counted and logged; the server's own answers.
+//! says the client gave credit; early hints (103) before the head and trailers after the body;
+//! the end, counted and logged; the server's own answers.
 
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
