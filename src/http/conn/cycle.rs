@@ -1,9 +1,9 @@
 //! The driver's side of a stream, whatever the interface: the `Cycle` a connection holds from
 //! a request head until its response ends, reading the request body for the application
 //! (`poll_body`, `answer_receiver`), and writing the response (`early_hint`, `record_start`,
-//! `write_head`, `write_body`, `trailers`, `end`, `abandon`, `end_with_error`). ASGI's `receive`/`send` (`asgi`), the
-//! native handler API (`native`) and the WSGI bridge reach these through their `Stream`'s
-//! `Sink` (`sink.rs`).
+//! `write_head`, `write_body`, `trailers`, `end`, `abandon`, `end_with_error`). ASGI's
+//! `receive`/`send` (`asgi`), the native handler API (`native`) and the WSGI bridge reach
+//! these through their `Stream`'s `Sink` (`sink.rs`).
 //!
 //! The head is held until the first body or the end of the loop iteration, whichever comes
 //! first: a head, a body known whole and its `content-length` leave together, and a response
