@@ -199,15 +199,18 @@ class GilHolder(threading.Thread):
         self.entered = 0.0
         self.left = 0.0
         self.delay = 0.0
+        self.cpu = 0.0
         self.inside = False
         self.done = threading.Event()  # the thread lives on, like an executor's worker
 
     def run(self) -> None:
         self.inside = True
         d0 = schedstat()[1]
+        c0 = time.thread_time()
         self.entered = time.perf_counter()
         sum(range(self.n))  # HOLDS-the-GIL
         left = time.perf_counter()
+        self.cpu = time.thread_time() - c0
         # Its own wait for a CPU while it held the GIL (on a busy machine): the watch books
         # that part of the loop thread's GIL wait as the machine's. Set before `left`, which
         # the loop thread waits for.

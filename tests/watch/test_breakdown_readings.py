@@ -285,3 +285,34 @@ def test_a_gil_holder_waiting_for_a_cpu_is_the_machines_share():
     assert starved.seconds == pytest.approx(0.030, abs=1e-4), found
     assert starved.evidence["gil_holder_delay"] == pytest.approx(0.030, abs=1e-4), found
     assert "which held the GIL the loop thread waited for" in starved.describe(), found
+
+
+def test_a_window_where_the_loop_thread_ran_then_waited_for_the_gil():
+    # The live miss (three loops, two CPU hogs and builds): in one 130 ms window the loop
+    # thread polled for 16 ms (the holder was waiting for a CPU before it took the GIL), then
+    # slept waiting for the GIL while the holder ran 11 ms. The loop thread ran more than the
+    # holder, yet it slept for most of the window: that sleep was the GIL wait.
+    from ringloop.watch.causes import GilWindow
+    from ringloop.watch.os_readings import Clocks
+
+    ev = _sleeping_slice()
+    before = Clocks(5 * MS, 0, {4242: 0}, delay=0)
+    after = Clocks(45 * MS, 5 * MS, {4242: 3 * MS}, delay=2 * MS)
+    ev.gil = [GilWindow(before, after, 5 * MS)]
+    found, _ = causes.breakdown(ev)
+    assert _share(found, "gil") == pytest.approx(0.003, abs=1e-4), found
+
+
+def test_a_worker_beside_a_loop_busy_with_its_own_code_is_no_gil_wait():
+    # The loop thread ran its own code or waited for a CPU through the window (it slept 1 ms):
+    # a worker's CPU time meanwhile (C code without the GIL, on the other core) is no GIL the
+    # loop thread waited for, though the loop thread ran less than the worker.
+    from ringloop.watch.causes import GilWindow
+    from ringloop.watch.os_readings import Clocks
+
+    ev = _sleeping_slice()
+    before = Clocks(5 * MS, 0, {4242: 0}, delay=0)
+    after = Clocks(45 * MS, 9 * MS, {4242: 20 * MS}, delay=30 * MS)
+    ev.gil = [GilWindow(before, after, 5 * MS)]
+    found, _ = causes.breakdown(ev)
+    assert _share(found, "gil") == 0, found

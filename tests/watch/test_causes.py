@@ -39,6 +39,21 @@ def _near(got: float, want: float, block) -> None:
     assert _is_near(got, want), f"{got * 1e3:.1f} ms vs {want * 1e3:.1f} ms\n{block}"
 
 
+def _within(got: float, lo: float, hi: float, block) -> None:
+    """``got`` between ``lo`` and ``hi``, each with the tolerance of `_near`."""
+    assert lo * (1 - TOL) - SLACK <= got <= hi * (1 + TOL) + SLACK, (
+        f"{got * 1e3:.1f} ms vs {lo * 1e3:.1f}..{hi * 1e3:.1f} ms\n{block}"
+    )
+
+
+def _spin_starved(own: dict, b) -> None:
+    """The slice's wait for a CPU: at least the loop thread's run delay over the spin (read
+    around it), at most that plus the slice's time outside the spin (its head and tail, where
+    the hogs may also have kept the loop thread waiting: tens of ms on a loaded machine)."""
+    outside = max(0.0, b.duration - own["wall"])
+    _within(_share(b, "starved"), own["delay"], own["delay"] + outside, b)
+
+
 def _the_block(blocks, cause: str):
     found = [b for b in blocks if _share(b, cause) > 0]
     assert found, "no block with cause " + cause + ":\n\n" + "\n\n".join(map(str, blocks))
@@ -97,16 +112,17 @@ def test_starvation_by_a_hog_on_the_loops_core(run):
         async with no_blocking(sc.THRESHOLD, action="log") as nb:
             with sc.hogs_on_my_cpu(2):
                 await asyncio.sleep(0)
+                t0 = time.monotonic()
                 c0, d0 = sc.schedstat()
                 sc.spin_cpu(0.03)  # BLOCKS-starved
                 c1, d1 = sc.schedstat()
-                own.update(cpu=(c1 - c0) / 1e9, delay=(d1 - d0) / 1e9)
+                own.update(cpu=(c1 - c0) / 1e9, delay=(d1 - d0) / 1e9, wall=time.monotonic() - t0)
                 await asyncio.sleep(0)
         return nb.blocks
 
     blocks = run(main)
     b = _the_block(blocks, "starved")
-    _near(_share(b, "starved"), own["delay"], b)
+    _spin_starved(own, b)
     if own["delay"] > own["cpu"] * 1.5:  # two hogs: the loop thread got a third of its CPU
         assert b.kind == "starved", str(b)
         assert "waiting for a CPU" in str(b)
@@ -138,10 +154,11 @@ def test_starvation_while_the_watchdog_could_not_run(run, monkeypatch):
                 wd.busy_until = 1 << 62  # it woke late before: readings at each wake
                 await asyncio.sleep(0.02)  # a few of them, the last just before the slice
                 held.set()
+                t0 = time.monotonic()
                 c0, d0 = sc.schedstat()
                 sc.spin_cpu(0.03)  # BLOCKS-starved
                 c1, d1 = sc.schedstat()
-                own.update(cpu=(c1 - c0) / 1e9, delay=(d1 - d0) / 1e9)
+                own.update(cpu=(c1 - c0) / 1e9, delay=(d1 - d0) / 1e9, wall=time.monotonic() - t0)
                 await asyncio.sleep(0)
                 held.clear()
                 release.set()
@@ -153,7 +170,7 @@ def test_starvation_while_the_watchdog_could_not_run(run, monkeypatch):
         wd.busy_until = 0
         release.set()
     b = _the_block(blocks, "starved")
-    _near(_share(b, "starved"), own["delay"], b)
+    _spin_starved(own, b)
 
 
 def test_a_thread_started_in_the_slice_waits_for_a_cpu(run):
@@ -330,16 +347,6 @@ def test_throttling_by_the_cgroup_quota(run):
 # -- the GIL held by another thread --------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    reason="not reliable yet (issue 23): 4 misses in 149 runs (each on the three loops) "
-    "beside two to six CPU hogs (stop 32's stress loop; 0 in 40 on a second host, stop 33; "
-    "stop 34, two hogs and a Rust build beside: 5 in 18 runs, and 2 in 10 with stop 33's "
-    "code): no window of the watchdog's was "
-    "recorded over the hold, so the wait went to the holder's start or the application; two "
-    "ways that happened are fixed (a late wake just after the slice, a watchdog due before "
-    "it), the last miss (ringloop, a 61 ms slice with no reading inside) is not understood",
-    strict=False,
-)
 def test_gil_held_by_another_thread(run):
     n = sc.calibrate_sum(0.15)
     own = {}
@@ -354,7 +361,15 @@ def test_gil_held_by_another_thread(run):
             holder.join()
             if waited > 3 * sc.THRESHOLD:
                 own["waited"] = waited
-                own["stretch"] = holder.delay * waited / max(1e-9, holder.left - holder.entered)
+                # The holder's time off its CPU inside the hold (waiting for one, or whatever
+                # else kept the OS from running it), pro rata of the loop thread's wait.
+                inside = max(1e-9, holder.left - holder.entered)
+                own["stretch"] = (inside - holder.cpu) * waited / inside
+                own["holder"] = (
+                    f"holder: {(holder.left - holder.entered) * 1e3:.1f} ms in its C call, "
+                    f"{holder.cpu * 1e3:.1f} ms on a CPU, {holder.delay * 1e3:.1f} ms waiting "
+                    f"for one; the loop thread waited {waited * 1e3:.1f} ms of it"
+                )
                 return nb.blocks
         pytest.fail("the holder thread never kept the GIL from the loop thread")
 
@@ -362,9 +377,11 @@ def test_gil_held_by_another_thread(run):
     b = _the_block(blocks, "gil")
     # `gil`, or `starved` where the holder waited for a CPU longer than it ran (two hogs).
     assert b.kind == ("gil" if _share(b, "gil") >= _share(b, "starved") else "starved"), str(b)
-    # The holder's own waits for a CPU inside the hold (a busy machine), pro rata of the loop
-    # thread's wait, are the machine's share; the rest is the GIL's.
-    _near(_share(b, "gil"), own["waited"] - own["stretch"], b)
+    # The holder's own time off its CPU inside the hold (a busy machine), pro rata of the loop
+    # thread's wait, is the machine's share; the rest is the GIL's. Not its schedstat run
+    # delay: on these VMs a thread's CPU time and run delay leave up to a fifth of its wall
+    # time unaccounted (seen: 71.5 ms in the C call, 22.4 on a CPU, 36.5 waiting for one).
+    _near(_share(b, "gil"), own["waited"] - own["stretch"], f"{own['holder']}\n{b}")
     gil = next(c for c in b.causes if c.cause == "gil")
     assert gil.evidence["thread"] == "gil-holder", str(b)
     assert "in run" in gil.evidence.get("at", ""), str(b)

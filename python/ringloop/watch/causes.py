@@ -623,6 +623,25 @@ def _after_collection(thread_ident: int, b: Snapshot) -> Snapshot:
 _MIN_GIL_NS = 2_000_000  # a watchdog this late may just have been slow to be scheduled
 
 
+def _loop_was_busy(w: GilWindow, holder_cpu: int) -> bool:
+    """Whether the loop thread spent window ``w`` running or waiting for a CPU rather than
+    waiting for the GIL, which is a sleep (a futex wait): then another thread's CPU time in the
+    window (a worker in C code without the GIL, beside a loop busy with its own code, the
+    watchdog late for want of a CPU) is not a GIL the loop thread waited for. With its run
+    delay read at both ends (a busy machine), what it slept says it; else its CPU time must be
+    well under the other thread's. A window where the loop thread ran a while and then waited
+    (it polled while the other thread waited for a CPU, then that thread took the GIL) passes
+    the first test, not the second: without the delay read it is lost (issue 23)."""
+    b, a = w.before, w.after
+    if b.loop is None or a.loop is None:
+        return False
+    loop_cpu = a.loop - b.loop
+    if b.delay is not None and a.delay is not None:
+        asleep = (a.t_ns - b.t_ns) - loop_cpu - (a.delay - b.delay)
+        return asleep * 4 < holder_cpu
+    return holder_cpu < 2 * loop_cpu
+
+
 def _gil(ev: Evidence) -> tuple[Cause | None, dict[int, int]]:
     """The loop thread's wait for a GIL another thread held, from the watchdog's late wakes,
     and per holder (kernel thread id) the part of that wait it spent waiting for a CPU itself
@@ -645,12 +664,13 @@ def _gil(ev: Evidence) -> tuple[Cause | None, dict[int, int]]:
             c0 = w.before.others.get(ident, 0)  # not there before: started since, from 0
             if c1 - c0 > best_cpu:
                 best, best_cpu = ident, c1 - c0
-        # A holder starved of CPU (a loaded machine) still runs for a fair part of the window,
-        # and much more than the loop thread did.
-        if best is None or best_cpu * 16 < whole or best_cpu < 2 * loop_cpu:
+        # A holder starved of CPU (a loaded machine) still runs for a fair part of the window.
+        if best is None or best_cpu * 16 < whole:
             # No Python thread ran: the watchdog was late for want of a CPU, not of the GIL. (A
             # thread that started and ended inside the window is not seen either; the process's
             # CPU clock cannot tell it from native threads such as ringloop's sampler.)
+            continue
+        if _loop_was_busy(w, best_cpu):
             continue
         waited = max(0, span - loop_cpu)
         wait += waited

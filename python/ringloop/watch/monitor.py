@@ -227,12 +227,21 @@ class LoopMonitor:
             wd = get_watchdog()
             c = st.clocks
             due = max(wd.due_ns, c.t_ns) if c is not None else 0
-            if c is not None and wd.woke_ns < wd.due_ns and due < end_ns:
+            if c is not None and wd.in_wake and wd.woke_ns < end_ns:
+                # The watchdog is inside a wake: it gave the GIL up on the way and has waited
+                # for it since (`Watchdog._run` records the same window if it ends first), or
+                # it woke late and has not recorded that yet (then its baseline is still the
+                # last wake's, and the window opens when the wake was due).
+                w0 = st.wake_clocks or c
+                now = causes.Clocks.take(st.native_id, wd.native_id, True)
+                due = max(w0.t_ns, min(wd.woke_ns, wd.wake_due or wd.woke_ns))
+                ev.gil.append(causes.GilWindow(w0, now, due))
+            elif c is not None and wd.woke_ns < wd.due_ns and due < end_ns:
                 # The watchdog has been waiting for the GIL since it was due (or since the
                 # baseline, if that came later): a window still open. Due before the slice
                 # began, it may have waited for a CPU first; `causes._gil` takes the window
                 # from the slice's start.
-                now = causes.Clocks.take(st.native_id, wd.native_id)
+                now = causes.Clocks.take(st.native_id, wd.native_id, True)
                 ev.gil.append(causes.GilWindow(c, now, due))
             return ev
         finally:

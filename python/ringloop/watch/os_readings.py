@@ -295,14 +295,16 @@ _names: dict[int, str] = {}  # kernel thread id -> name, kept past a thread's en
 @dataclass
 class Clocks:
     """CPU clocks of the loop thread and the other Python threads (by kernel thread id) at one
-    moment."""
+    moment; with ``sched``, the loop thread's run delay too (a /proc read: only where the
+    watchdog reads anyway, on a busy machine, and at the ends of GIL windows)."""
 
     t_ns: int
     loop: int | None
     others: dict[int, int]
+    delay: int | None = None
 
     @classmethod
-    def take(cls, loop_native: int | None, skip: int) -> Clocks:
+    def take(cls, loop_native: int | None, skip: int, sched: bool = False) -> Clocks:
         others = {}
         for thread in list(threading._active.values()):  # noqa: SLF001 - no lock, no copy
             tid = thread.native_id
@@ -316,4 +318,8 @@ class Clocks:
         if len(_names) > 2 * len(others) + 64:  # forget threads that ended
             for tid in [t for t in _names if t not in others]:
                 del _names[tid]
-        return cls(time.monotonic_ns(), thread_cpu(loop_native), others)
+        delay = None
+        if sched and loop_native is not None:
+            ss = schedstat(loop_native)
+            delay = ss[1] if ss is not None else None
+        return cls(time.monotonic_ns(), thread_cpu(loop_native), others, delay)

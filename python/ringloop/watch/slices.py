@@ -61,6 +61,7 @@ class SliceState:
         "base",
         "clocks",
         "clocks_before",
+        "wake_clocks",
         "gil_windows",
         "pre",
         "signal_delay_ns",
@@ -102,6 +103,7 @@ class SliceState:
         self.base = None  # (seq, causes.Snapshot) taken when slice seq was armed
         self.clocks = None  # causes.Clocks at the watchdog's last wake
         self.clocks_before = None  # and at the wake before it (see Watchdog._arm)
+        self.wake_clocks = None  # the latest clocks as the watchdog's wake under way began
         self.gil_windows: list = []  # causes.GilWindow: late wakes of the watchdog
         self.signal_delay_ns = 0  # run delay the native sampler's signals caused (ringloop)
         self.pre: list = []  # causes.Snapshot at the watchdog's last wakes (quota, busy machine)

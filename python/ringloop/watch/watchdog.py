@@ -121,6 +121,8 @@ class Watchdog:
         self.woke_ns = 0
         self.busy_until = 0  # monotonic ns: take `pre` readings at each wake until then
         self.set_ns = 0
+        self.in_wake = False  # between `woke_ns` and the wait for the next wake
+        self.wake_due = 0  # when the wake under way was due
         self.ident = 0
         self.native_id = 0
 
@@ -129,11 +131,13 @@ class Watchdog:
             state.cpu_clock = _cpu_clock(state.thread_id)
             thread = threading._active.get(state.thread_id)  # noqa: SLF001
             state.native_id = getattr(thread, "native_id", None)
+            # The GIL analysis' baseline, now: a slice that starts a GIL holder right away
+            # keeps the watchdog from taking one before its wait (causes._gil needs it). Taken
+            # before the state is published: its /proc read gives the GIL up, and a wake that
+            # began then saw a state without a baseline and could frame none of its waits.
+            state.clocks = Clocks.take(state.native_id, self.native_id, True)
             self._states = [*self._states, state]
             self._ensure_thread()
-            # The GIL analysis' baseline, now: a slice that starts a GIL holder right away
-            # keeps the watchdog from taking one before its wait (causes._gil needs it).
-            state.clocks = Clocks.take(state.native_id, self.native_id)
         self.set_ns = time.monotonic_ns()
         self._wake.set()  # re-plan the sleep with the new state's arming time
 
@@ -162,7 +166,11 @@ class Watchdog:
         last: tuple[int, int] | None = None  # (time, own run delay) at the last wake's end
         while True:
             states = self._states
+            self.wake_due = self.due_ns
             now = self.woke_ns = mono()
+            self.in_wake = True
+            for st in states:
+                st.wake_clocks = st.clocks
             # Where the watchdog reads at each wake (below), its own run delay too (see
             # watch_stalls); not on an idle machine's wakes.
             pre = under_quota() or now < self.busy_until
@@ -191,9 +199,18 @@ class Watchdog:
             for st in states:
                 # The baseline of a GIL wait that may begin before the next wake (cheap:
                 # thread CPU clocks, no /proc).
-                st.clocks_before, st.clocks = st.clocks, Clocks.take(st.native_id, self.native_id)
+                # With the loop thread's run delay inside a suspicious slice (the watchdog reads
+                # /proc there anyway: `_arm`): a GIL window that opens here can tell its sleep
+                # from its waits for a CPU (`causes._loop_was_busy`).
+                start = st.start_ns
+                armed_now = start != 0 and now - start >= st.arm_ns
+                clocks = Clocks.take(st.native_id, self.native_id, armed_now and not pre)
                 if pre:
-                    st.pre = [*st.pre[-3:], Snapshot.take(st.native_id)]
+                    snap = Snapshot.take(st.native_id)
+                    st.pre = [*st.pre[-3:], snap]
+                    # The loop thread's run delay at the window's edge (`causes._loop_was_busy`).
+                    clocks.delay = snap.sched[1] if snap.sched is not None else None
+                st.clocks_before, st.clocks = st.clocks, clocks
             # This thread runs its Python holding the GIL: waiting for a CPU meanwhile
             # (throttled with the group, or behind other processes), it kept a loop thread
             # that wanted the GIL from running, a whole CFS period at a time. Its run delay
@@ -203,6 +220,13 @@ class Watchdog:
             if own0 is not None and own1 is not None and own1[1] - own0[1] >= _STALL_NS:
                 watch_stalls.append((now, end, own1[1] - own0[1], _elsewhere(states, now)))
             watch_wake[0] = None
+            if end - now >= _LATE_NS:
+                # This wake itself took long: it gave the GIL up on the way (a /proc read, the
+                # sampler) to a thread that then kept it. The window of that wait, as `_late`'s.
+                # A state added during the wake too (its baseline is the one `add` took).
+                for st in self._states:
+                    self._window(st, st.wake_clocks if st in states else st.clocks, now)
+            self.in_wake = False
             last = (end, own1[1]) if own1 is not None else None
             if self._wake.wait((wake_at - end) / 1e9):
                 self.due_ns = min(self.set_ns, self.due_ns)  # woken on purpose: due then
@@ -212,13 +236,20 @@ class Watchdog:
         slices too: a wake that came just after a slice ended (the loop thread took the GIL
         first when the holder let go, ended the slice and reported) still frames that slice's
         wait, and `Monitor._gather` keeps only the windows that end after a slice began."""
-        before = st.clocks
+        w = self._window(st, st.clocks, self.due_ns)
+        if w is not None:
+            st.wake_clocks = w.after  # a wait later in this wake begins here (`_run`)
+
+    def _window(self, st: SliceState, before: Clocks | None, due: int) -> GilWindow | None:
+        """Record the window from ``due`` (or the baseline ``before``, if it came later: a
+        state added since) to now for the GIL analysis of the slice."""
         if before is None:
-            return
-        # A baseline taken after the wake was due (a state added since) opens the window.
-        due = max(self.due_ns, before.t_ns)
-        w = GilWindow(before, Clocks.take(st.native_id, self.native_id), due)
+            return None
+        w = GilWindow(
+            before, Clocks.take(st.native_id, self.native_id, True), max(due, before.t_ns)
+        )
         st.gil_windows = [*st.gil_windows[-7:], w]
+        return w
 
     def _visit(self, st: SliceState, now: int) -> int:
         """Look at one loop; sample it if armed. Returns when it wants to be visited again."""
