@@ -1,7 +1,8 @@
 //! An HTTP/2 connection's life outside its streams, as `HttpConn` passes on the server's
 //! calls: the keep-alive timeout (no stream open for `--timeout-keep-alive`), the graceful
 //! shutdown (GOAWAY: the streams in flight finish, no new one starts, then the connection
-//! closes) and the abort.
+//! closes; a WebSocket session gets close 1001 first) and the abort; the sweep's look at each
+//! WebSocket session (keep-alive pings, an unanswered close).
 //!
 //! A GOAWAY of ours needs the client: h2 sends GOAWAY with the highest id, waits for a PING's
 //! answer, then the final GOAWAY. A client that never answers is aborted after another
@@ -32,6 +33,7 @@ impl H2Conn {
             }
             (st.core.open_streams() == 0 && st.streams.is_empty(), st.goaway_at)
         };
+        super::ws::check_timeouts(slf, now)?;
         if let Some(at) = goaway_at {
             let wait = if keep_alive > 0 { keep_alive } else { GOAWAY_WAIT_NS };
             if idle && now.saturating_sub(at) > wait {
@@ -53,6 +55,7 @@ impl H2Conn {
     /// Graceful shutdown: GOAWAY now; the streams in flight finish; the core closes the
     /// connection once they have.
     pub(crate) fn begin_shutdown(slf: &Bound<'_, Self>) -> PyResult<()> {
+        super::ws::begin_shutdown(slf)?;
         Self::goaway(slf)
     }
 
