@@ -7,16 +7,19 @@ not a test module), plain ASGI 3 so that ringloop and hypercorn serve the same t
 * `/scope` (WebSocket): accepts and sends its scope as JSON, then echoes;
 * `/big?n=N` (WebSocket): accepts, sends one binary message of N bytes, then echoes;
 * `/deny` (WebSocket): `websocket.close` before the accept (an HTTP 403 on the stream);
-* `/results?key=K` (HTTP): what was recorded under K, 404 until then; any other HTTP path
-  answers `plain http`.
+* `/lazy?key=K` (WebSocket): accepts, then reads nothing until `/release?key=K`, then echoes;
+* `/results?key=K` (HTTP): what was recorded under K, 404 until then; `/release?key=K` lets
+  `/lazy` go on; any other HTTP path answers `plain http`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from urllib.parse import parse_qs
 
 RESULTS: dict[str, object] = {}
+EVENTS: dict[str, asyncio.Event] = {}
 
 
 def _q(scope, name: str, default=None):
@@ -67,8 +70,12 @@ async def _websocket(scope, receive, send) -> None:
     await send({"type": "websocket.accept", "subprotocol": offered[0] if offered else None})
     if path == "/scope":
         await send({"type": "websocket.send", "text": json.dumps(_jsonable(scope))})
+    elif path == "/lazy":
+        await EVENTS.setdefault(_q(scope, "key"), asyncio.Event()).wait()
     elif path == "/big":
-        await send({"type": "websocket.send", "bytes": bytes(range(256)) * (int(_q(scope, "n")) // 256)})
+        await send(
+            {"type": "websocket.send", "bytes": bytes(range(256)) * (int(_q(scope, "n")) // 256)}
+        )
     await _echo(scope, receive, send)
 
 
@@ -82,7 +89,9 @@ async def app(scope, receive, send):
         await _websocket(scope, receive, send)
         return
     status, body = 200, b"plain http"
-    if scope["path"] == "/results":
+    if scope["path"] == "/release":
+        EVENTS.setdefault(_q(scope, "key"), asyncio.Event()).set()
+    elif scope["path"] == "/results":
         key = _q(scope, "key")
         status, body = (200, json.dumps(RESULTS[key]).encode()) if key in RESULTS else (404, b"")
     headers = [(b"content-type", b"text/plain"), (b"content-length", str(len(body)).encode())]

@@ -15,6 +15,8 @@ test reads frames until what it waits for came, or polls what the application re
 from __future__ import annotations
 
 import json
+import os
+import signal
 import socket
 
 import h2.config
@@ -22,8 +24,16 @@ import h2.connection
 import h2.events
 import h2.settings
 import pytest
-from srv_harness import HOST, HYPERCORN, RINGLOOP_KINDS, Kind, apply_kind_markers, check_kind
-from srv_harness import new_key, wait_until
+from srv_harness import (
+    HOST,
+    HYPERCORN,
+    RINGLOOP_KINDS,
+    Kind,
+    apply_kind_markers,
+    check_kind,
+    new_key,
+    wait_until,
+)
 from wsproto.extensions import PerMessageDeflate
 from wsproto.frame_protocol import FrameProtocol, Opcode
 
@@ -55,20 +65,30 @@ def server(kind: Kind, pool):
 
 class Client:
     """h2's client connection over a socket; `until(cond)` reads frames until `cond()`. The
-    DATA a stream receives is acknowledged (credit given back) as it is read."""
+    DATA a stream receives is acknowledged (credit given back) as it is read, unless `ack` is
+    off (a client that holds the server at its stream windows; its connection window is
+    opened wide so that the other streams' answers still come)."""
 
     def __init__(self, port: int) -> None:
+        self.ack = True
         self.port = port
         self.sock = socket.create_connection((HOST, port), timeout=15)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         config = h2.config.H2Configuration(client_side=True, header_encoding="utf-8")
         self.conn = h2.connection.H2Connection(config)
         self.conn.initiate_connection()
+        self.conn.increment_flow_control_window(1 << 24)
         self.remote_settings: dict[int, int] = {}
         self.headers: dict[int, dict[str, str]] = {}
         self.data: dict[int, bytearray] = {}
         self.ended: set[int] = set()
         self.resets: dict[int, int] = {}
+        # GOAWAY frames (last stream id, error code), kept from h2, whose client closes at the
+        # first one where a graceful shutdown sends two and then lets streams finish.
+        self.goaways: list[tuple[int, int]] = []
+        self._buf = b""
+        self.holding: set[int] = set()
+        self.unacked: dict[int, int] = {}
         self.closed = False
         self.flush()
         self.until(lambda: self.remote_settings, "the server's SETTINGS")
@@ -83,14 +103,33 @@ class Client:
         if not chunk:
             self.closed = True
             return
-        for ev in self.conn.receive_data(chunk):
+        self._buf += chunk
+        frames = b""
+        while len(self._buf) >= 9:
+            length = int.from_bytes(self._buf[:3], "big")
+            if len(self._buf) < 9 + length:
+                break
+            frame, self._buf = self._buf[: 9 + length], self._buf[9 + length :]
+            if frame[3] == 0x7:  # GOAWAY
+                last = int.from_bytes(frame[9:13], "big") & 0x7FFFFFFF
+                self.goaways.append((last, int.from_bytes(frame[13:17], "big")))
+            else:
+                frames += frame
+        for ev in self.conn.receive_data(frames):
             if isinstance(ev, h2.events.RemoteSettingsChanged):
-                self.remote_settings.update({k: v.new_value for k, v in ev.changed_settings.items()})
+                self.remote_settings.update(
+                    {k: v.new_value for k, v in ev.changed_settings.items()}
+                )
             elif isinstance(ev, h2.events.ResponseReceived):
                 self.headers[ev.stream_id] = dict(ev.headers)
             elif isinstance(ev, h2.events.DataReceived):
                 self.data.setdefault(ev.stream_id, bytearray()).extend(ev.data)
-                self.conn.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
+                if self.ack or ev.stream_id not in self.holding:
+                    self.conn.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
+                else:
+                    self.unacked[ev.stream_id] = (
+                        self.unacked.get(ev.stream_id, 0) + ev.flow_controlled_length
+                    )
             elif isinstance(ev, h2.events.StreamEnded):
                 self.ended.add(ev.stream_id)
             elif isinstance(ev, h2.events.StreamReset):
@@ -125,6 +164,19 @@ class Client:
             view = view[room:]
         if end:
             self.conn.end_stream(sid)
+            self.flush()
+
+    def hold(self, sid: int) -> None:
+        """Stop giving stream `sid` credit back (`release` gives it all)."""
+        self.ack = False
+        self.holding.add(sid)
+
+    def release(self, sid: int) -> None:
+        self.ack = True
+        self.holding.discard(sid)
+        n = self.unacked.pop(sid, 0)
+        if n:
+            self.conn.acknowledge_received_data(n, sid)
             self.flush()
 
     def close(self) -> None:
@@ -216,7 +268,9 @@ class Ws:
             self._decode()
             return bool(self.events)
 
-        self.c.until(lambda: got() or self.sid in self.c.resets or self.sid in self.c.ended, "a frame")
+        self.c.until(
+            lambda: got() or self.sid in self.c.resets or self.sid in self.c.ended, "a frame"
+        )
         if not self.events:
             raise AssertionError(f"stream {self.sid} ended without a frame ({self.c.resets})")
         return self.events.pop(0)
@@ -323,7 +377,6 @@ HYPERCORN_END_STREAM = pytest.mark.reference_lax(
 
 
 @HYPERCORN_END_STREAM
-
 def test_client_close_reaches_the_application(client):
     key = new_key()
     ws = Ws(client, f"/echo?key={key}")
@@ -412,10 +465,74 @@ def test_native_handler_over_http2(native):
     wait_until(closed, 15, "on_close to be recorded")
 
 
+def test_native_send_is_held_to_the_stream_window(native):
+    """A native handler that sends until `send` says stop, to a client that gives its
+    stream no credit: `send` returns False once the window (64 KiB) is full, no more than
+    that crosses, and the rest arrives once the client reads."""
+
+    def record() -> dict:
+        status, body = native.get("/record")
+        return json.loads(body)
+
+    before = record()
+    ws = Ws(native, "/flood-h2")
+    native.hold(ws.sid)
+    ws.send("flood")
+    # The handler ran: its `send` returned False at the first message past the window.
+    got = wait_until(
+        lambda: (r := record())["flood_false"] > before["flood_false"] and r, 15, "flood"
+    )
+    assert got["flood_sent"] - before["flood_sent"] == 1
+    assert ws.wire_bytes <= 65535
+    native.release(ws.sid)
+    assert ws.recv() == b"f" * 65536
+
+
 def test_native_handler_denies_with_403(native):
     ws = Ws(native, "/deny")
     assert ws.status == 403
     native.until(ws.ended, "the stream to end")
+
+
+def test_credit_comes_back_only_as_the_application_reads(ringloop_kind, pool):
+    """An application that does not read holds its client at one window (64 KiB here): the
+    client fills it and gets no credit while the application waits, though the connection
+    answers other streams meanwhile; once it reads, credit comes and the message goes."""
+    server = pool.get(ringloop_kind, APP, "asgi", http2_initial_stream_window_size=65535)
+    c = Client(server.port)
+    try:
+        key = new_key()
+        ws = Ws(c, f"/lazy?key={key}")
+        frame = bytes(ws.proto.send_data(b"m" * 200_000))
+        c.send_data(ws.sid, frame[:65535])
+        assert c.conn.local_flow_control_window(ws.sid) == 0
+        # The server has read all of it by the time a later stream is answered.
+        assert c.get("/") == (200, b"plain http")
+        assert c.conn.local_flow_control_window(ws.sid) == 0
+        assert c.get(f"/release?key={key}") == (200, b"plain http")
+        c.send_data(ws.sid, frame[65535:])
+        assert ws.recv() == b"m" * 200_000
+    finally:
+        c.close()
+
+
+def test_graceful_shutdown_closes_with_1001(ringloop_kind, start_server):
+    """SIGTERM: an open session over HTTP/2 gets close 1001 (going away) and its stream
+    ends once the client answers; the server exits."""
+    server = start_server(ringloop_kind, APP, "asgi")
+    c = Client(server.port)
+    try:
+        ws = Ws(c, "/echo")
+        ws.send("before")
+        assert ws.recv() == "before"
+        os.kill(server.proc.pid, signal.SIGTERM)
+        assert ws.recv() == ("close", 1001, "")
+        ws.close(1001)
+        c.until(ws.ended, "the stream to end")
+        c.until(lambda: c.goaways, "the GOAWAY")
+        assert server.proc.wait(30) == 0
+    finally:
+        c.close()
 
 
 def test_not_announced_without_websocket(ringloop_kind, pool):

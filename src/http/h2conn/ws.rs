@@ -29,6 +29,7 @@ use pyo3::{PyTraverseError, PyVisit};
 use super::sink::{h2, sid, H2Sink, SINK};
 use super::streams::Strm;
 use super::{respond, H2Conn};
+use crate::http::proto::ws;
 use crate::http::stream::message::resolve;
 use crate::http::websocket::{self, Channel, Parts, Phase, Session, WsState};
 use crate::reactor::sys::monotonic_ns;
@@ -324,25 +325,37 @@ impl Channel for H2Sink {
         H2Conn::queue_flush(h2(conn))
     }
 
-    /// The session is over: END_STREAM after its last frame (once the window took it). A
-    /// `receive` that waits hears the end the session recorded.
+    /// The session is over: END_STREAM after its last frame (once the window took it). Where
+    /// HTTP/1.1 closes the connection, which tells whoever still waits, the stream's end is
+    /// told here: a waiting `receive` hears the end the session recorded (1006 if none, as
+    /// after a close that went unanswered), a native handler's `on_close` comes if it has not.
     fn close(&self, conn: &Bound<'_, PyAny>, id: u64) -> PyResult<()> {
         let py = conn.py();
-        let told = {
+        let (told, native) = {
             let mut st = h2(conn).get().st.borrow_mut(py)?;
             let Some(s) = st.streams.get_mut(&sid(id)) else { return Ok(()) };
             let Some(w) = s.ws.as_deref_mut() else { return Ok(()) };
             w.end_wanted = true;
-            let end = w.slot.as_deref().and_then(|w| w.ended.clone());
-            match end {
-                Some(end) if s.receive_waiter.is_some() => s.receive_waiter.take().map(|r| (r, end)),
-                _ => None,
-            }
+            let Some(session) = w.slot.as_deref_mut() else { return Ok(()) };
+            let native = session.native.is_some() && session.ended.is_none();
+            let end = match &session.ended {
+                Some(end) => end.clone(),
+                None if native => (ws::code::ABNORMAL, String::new()), // `on_close` records it
+                None => {
+                    let code = session.conn().and_then(|c| c.close_code()).unwrap_or(ws::code::ABNORMAL);
+                    session.ended.insert((code, String::new())).clone()
+                }
+            };
+            (s.receive_waiter.take().map(|r| (r, end)), native)
         };
         if let Some((waiter, (code, reason))) = told {
             resolve(waiter.bind(py), &websocket::asgi::disconnect(py, code, &reason)?)?;
         }
-        end_stream(h2(conn), sid(id))
+        end_stream(h2(conn), sid(id))?;
+        if native {
+            websocket::native::connection_lost(Session::new(conn, id, &SINK))?;
+        }
+        Ok(())
     }
 
     /// The bytes the codec consumed since the last call are the client's credit again.
