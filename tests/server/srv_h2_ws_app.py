@@ -7,6 +7,7 @@ not a test module), plain ASGI 3 so that ringloop and hypercorn serve the same t
 * `/scope` (WebSocket): accepts and sends its scope as JSON, then echoes;
 * `/big?n=N` (WebSocket): accepts, sends one binary message of N bytes, then echoes;
 * `/deny` (WebSocket): `websocket.close` before the accept (an HTTP 403 on the stream);
+* `/http-deny` (WebSocket): denies with its own response (`websocket.http.response`);
 * `/lazy?key=K` (WebSocket): accepts, then reads nothing until `/release?key=K`, then echoes;
 * `/results?key=K` (HTTP): what was recorded under K, 404 until then; `/release?key=K` lets
   `/lazy` go on; any other HTTP path answers `plain http`.
@@ -65,6 +66,12 @@ async def _websocket(scope, receive, send) -> None:
     path = scope["path"]
     if path == "/deny":
         await send({"type": "websocket.close"})
+        return
+    if path == "/http-deny":
+        headers = [(b"content-type", b"text/plain"), (b"x-deny", b"1")]
+        await send({"type": "websocket.http.response.start", "status": 401, "headers": headers})
+        await send({"type": "websocket.http.response.body", "body": b"not ", "more_body": True})
+        await send({"type": "websocket.http.response.body", "body": b"you"})
         return
     offered = scope.get("subprotocols") or []
     await send({"type": "websocket.accept", "subprotocol": offered[0] if offered else None})

@@ -18,6 +18,7 @@ import json
 import os
 import signal
 import socket
+import ssl
 
 import h2.config
 import h2.connection
@@ -32,6 +33,7 @@ from srv_harness import (
     apply_kind_markers,
     check_kind,
     new_key,
+    tls_files,
     wait_until,
 )
 from wsproto.extensions import PerMessageDeflate
@@ -69,11 +71,17 @@ class Client:
     off (a client that holds the server at its stream windows; its connection window is
     opened wide so that the other streams' answers still come)."""
 
-    def __init__(self, port: int) -> None:
+    def __init__(self, port: int, *, tls: bool = False) -> None:
         self.ack = True
         self.port = port
         self.sock = socket.create_connection((HOST, port), timeout=15)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if tls:
+            ctx = ssl.create_default_context(cafile=tls_files()["ca"])
+            ctx.set_alpn_protocols(["h2"])
+            self.sock = ctx.wrap_socket(self.sock, server_hostname=HOST)
+            assert self.sock.selected_alpn_protocol() == "h2"
+        self.scheme = "https" if tls else "http"
         config = h2.config.H2Configuration(client_side=True, header_encoding="utf-8")
         self.conn = h2.connection.H2Connection(config)
         self.conn.initiate_connection()
@@ -199,7 +207,7 @@ class Ws:
         h = [
             (":method", "CONNECT"),
             (":protocol", "websocket"),
-            (":scheme", "http"),
+            (":scheme", client.scheme),
             (":path", path),
             (":authority", f"{HOST}:{client.port}"),
             ("sec-websocket-version", "13"),
@@ -417,6 +425,16 @@ def test_denial_before_accept_is_403_on_the_stream(client):
     assert client.get("/") == (200, b"plain http")
 
 
+def test_denial_with_an_http_response(client):
+    """The `websocket.http.response` extension: the application's own answer on the
+    stream instead of the session."""
+    ws = Ws(client, "/http-deny")
+    assert ws.status == 401
+    assert ws.head["x-deny"] == "1"
+    client.until(ws.ended, "the stream to end")
+    assert bytes(client.data[ws.sid]) == b"not you"
+
+
 def test_other_streams_go_on_beside_an_open_session(client):
     ws = Ws(client, "/echo")
     ws.send("one")
@@ -531,6 +549,24 @@ def test_graceful_shutdown_closes_with_1001(ringloop_kind, start_server):
         c.until(ws.ended, "the stream to end")
         c.until(lambda: c.goaways, "the GOAWAY")
         assert server.proc.wait(30) == 0
+    finally:
+        c.close()
+
+
+def test_over_tls_alpn_h2(ringloop_kind, pool):
+    """wss over HTTP/2: ALPN h2, the extended CONNECT with `:scheme https`, deflate on."""
+    files = tls_files()
+    server = pool.get(
+        ringloop_kind, APP, "asgi", ssl_certfile=files["cert"], ssl_keyfile=files["key"]
+    )
+    c = Client(server.port, tls=True)
+    try:
+        ws = Ws(c, "/scope", deflate=True)
+        scope = json.loads(ws.recv())
+        assert (scope["scheme"], scope["http_version"]) == ("wss", "2")
+        assert "tls" in scope["extensions"]
+        ws.send("secure " * 1000)
+        assert ws.recv() == "secure " * 1000
     finally:
         c.close()
 
