@@ -201,7 +201,9 @@ class Ws:
         *,
         subprotocols: tuple[str, ...] = (),
         deflate: bool = False,
+        early: str | None = None,
     ) -> None:
+        """`early`: a text message sent right behind the HEADERS, before the answer."""
         self.c = client
         self.sid = client.conn.get_next_available_stream_id()
         h = [
@@ -218,6 +220,8 @@ class Ws:
         if deflate:
             h.append(("sec-websocket-extensions", f"permessage-deflate; {ext.offer()}"))
         client.conn.send_headers(self.sid, h)
+        if early is not None:
+            client.conn.send_data(self.sid, bytes(FrameProtocol(True, []).send_data(early)))
         client.flush()
         client.until(self._answered, f"the answer to stream {self.sid}")
         self.head = client.headers.get(self.sid, {})
@@ -510,6 +514,21 @@ def test_native_handler_denies_with_403(native):
     ws = Ws(native, "/deny")
     assert ws.status == 403
     native.until(ws.ended, "the stream to end")
+
+
+def test_a_message_sent_before_the_answer(ringloop_kind, pool):
+    """Bytes the client sends behind its HEADERS, before the 200 (in the same packet), are
+    the session's first message once it is accepted."""
+    server = pool.get(ringloop_kind, APP, "asgi", http2_initial_stream_window_size=65535)
+    c = Client(server.port)
+    try:
+        ws = Ws(c, "/echo", early="eager")
+        assert ws.status == 200
+        assert ws.recv() == "eager"
+        ws.send("then")
+        assert ws.recv() == "then"
+    finally:
+        c.close()
 
 
 def test_credit_comes_back_only_as_the_application_reads(ringloop_kind, pool):

@@ -291,8 +291,6 @@ impl H2Conn {
             Act::Start(id, head) => Self::start(slf, id, head),
             Act::Static(id, answer) => Self::serve_static(slf, id, answer),
             Act::Refused(id, rule) => Self::log_rule(this, py, &format!("stream {id} reset: {rule}")),
-            // Body that came before the stream became a WebSocket session is the session's.
-            Act::Body(id) if this.st.borrow(py)?.streams.get(&id).is_some_and(ws::is_session) => ws::process(slf, id),
             Act::Body(id) => streams::answer_receiver(slf, id),
             Act::Ws(id) => ws::process(slf, id),
             Act::Writable(id) => respond::writable(slf, id),

@@ -206,10 +206,15 @@ pub(crate) fn poll_body(conn: &Bound<'_, H2Conn>, id: u64) -> PyResult<Got> {
 pub(crate) fn answer_receiver(conn: &Bound<'_, H2Conn>, id: u32) -> PyResult<()> {
     let py = conn.py();
     let this = conn.get();
-    let (waits, collects) = match this.st.borrow(py)?.streams.get(&id) {
-        Some(s) => (s.receive_waiter.is_some(), s.collect.is_some()),
+    let (waits, collects, session) = match this.st.borrow(py)?.streams.get(&id) {
+        Some(s) => (s.receive_waiter.is_some(), s.collect.is_some(), super::ws::is_session(s)),
         None => return Ok(()),
     };
+    if session {
+        // Body that came before the stream became a WebSocket session (in the same batch as
+        // its head) is the session's: it opens the session (`Channel::switch`).
+        return super::ws::process(conn, id);
+    }
     if collects {
         return collect(conn, id);
     }
