@@ -422,6 +422,18 @@ def test_client_reset_is_a_1006_disconnect(client):
     assert (got["type"], got["code"]) == ("websocket.disconnect", 1006)
 
 
+def test_connection_loss_is_a_1006_disconnect(server, client):
+    key = new_key()
+    lost = Client(server.port)
+    ws = Ws(lost, f"/echo?key={key}")
+    ws.send("still here")
+    assert ws.recv() == "still here"
+    lost.sock.shutdown(socket.SHUT_RDWR)
+    lost.close()
+    got = _result(client, key)
+    assert (got["type"], got["code"]) == ("websocket.disconnect", 1006)
+
+
 def test_denial_before_accept_is_403_on_the_stream(client):
     ws = Ws(client, "/deny")
     assert ws.status == 403
@@ -456,11 +468,23 @@ def test_other_streams_go_on_beside_an_open_session(client):
 
 
 @pytest.fixture
-def native(ringloop_kind, pool):
-    c_server = pool.get(ringloop_kind, NATIVE_APP, "native")
-    c = Client(c_server.port)
+def native_server(ringloop_kind, pool):
+    return pool.get(ringloop_kind, NATIVE_APP, "native")
+
+
+@pytest.fixture
+def native(native_server):
+    c = Client(native_server.port)
     yield c
     c.close()
+
+
+def _closed_with(native: Client, path: str, code: int) -> None:
+    def closed():
+        status, body = native.get("/record")
+        return [path, code, ""] in json.loads(body)["closes"] or None
+
+    wait_until(closed, 15, f"on_close({code}) of {path} to be recorded")
 
 
 def test_native_handler_over_http2(native):
@@ -478,13 +502,22 @@ def test_native_handler_over_http2(native):
     assert ws.recv() == ("close", 4000, "bye")
     ws.close(4000, end=True)
     native.until(ws.ended, "the stream to end")
+    _closed_with(native, "/native-h2", 4000)
 
-    def closed():
-        status, body = native.get("/record")
-        closes = json.loads(body)["closes"]
-        return ["/native-h2", 4000, ""] in closes or None
 
-    wait_until(closed, 15, "on_close to be recorded")
+def test_native_reset_and_loss_are_on_close_1006(native_server, native):
+    ws = Ws(native, "/native-reset")
+    ws.send("x")
+    assert ws.recv() == "x"
+    ws.reset()
+    _closed_with(native, "/native-reset", 1006)
+    lost = Client(native_server.port)
+    ws = Ws(lost, "/native-lost")
+    ws.send("y")
+    assert ws.recv() == "y"
+    lost.sock.shutdown(socket.SHUT_RDWR)
+    lost.close()
+    _closed_with(native, "/native-lost", 1006)
 
 
 def test_native_send_is_held_to_the_stream_window(native):
