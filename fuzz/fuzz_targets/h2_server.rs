@@ -33,6 +33,7 @@ fuzz_target!(|data: &[u8]| {
             max_pending_accept_reset_streams: 2,
             max_early_resets: 4,
             max_local_error_reset_streams: 8,
+            max_empty_frames: 4,
             max_send_buffer: 16,
             max_buffered_input: 256,
             max_pending_output: 128,

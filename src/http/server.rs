@@ -52,6 +52,10 @@ pub struct Timeouts {
     pub head: u64,
     /// A request body that stalls while the application waits for it.
     pub body: u64,
+    /// An HTTP/2 response whose `send()` waits on a closed flow-control window (the client
+    /// gives no credit: CVE-2019-9517's slow reader) this long without a byte taken: the stream
+    /// is reset (`--http2-send-timeout`).
+    pub h2_send: u64,
 }
 
 /// Which protocols a connection may speak (`--http`).
@@ -85,6 +89,8 @@ fn h2_settings(
     initial_connection_window: u32,
     max_headers_size: u32,
     max_frame_size: u32,
+    max_reset_streams: usize,
+    max_empty_frames: usize,
 ) -> PyResult<super::proto::h2::Settings> {
     const MAX_WINDOW: u32 = (1 << 31) - 1;
     let bad = |flag: &str, v: u32, range: &str| PyValueError::new_err(format!("--{flag}: {v} is out of range ({range})"));
@@ -105,12 +111,17 @@ fn h2_settings(
     if !(16_384..=16_777_215).contains(&max_frame_size) {
         return Err(bad("http2-max-frame-size", max_frame_size, "16384 to 16777215"));
     }
+    if max_reset_streams == 0 {
+        return Err(bad("http2-max-reset-streams", max_reset_streams as u32, "at least 1"));
+    }
     Ok(super::proto::h2::Settings {
         max_concurrent_streams,
         initial_stream_window,
         initial_connection_window,
         max_header_list_size: max_headers_size,
         max_frame_size,
+        max_early_resets: max_reset_streams,
+        max_empty_frames,
         // RFC 8441 (WebSocket over a stream): announced once the WebSocket settings are
         // known (`ServerState::new`), only where the server serves WebSocket.
         enable_connect_protocol: false,
@@ -279,7 +290,8 @@ impl ServerState {
         ws_ping_timeout = Some(20.0), ws_per_message_deflate = true, ws_handler = None,
         http = "auto", http2_max_concurrent_streams = 100, http2_initial_stream_window_size = 256 * 1024,
         http2_initial_connection_window_size = 1024 * 1024, http2_max_headers_size = 32 * 1024,
-        http2_max_frame_size = 16 * 1024,
+        http2_max_frame_size = 16 * 1024, http2_max_reset_streams = 100, http2_max_empty_frames = 100,
+        http2_send_timeout = 30.0,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn py_new(
@@ -320,6 +332,9 @@ impl ServerState {
         http2_initial_connection_window_size: u32,
         http2_max_headers_size: u32,
         http2_max_frame_size: u32,
+        http2_max_reset_streams: usize,
+        http2_max_empty_frames: usize,
+        http2_send_timeout: f64,
     ) -> PyResult<ServerState> {
         let http = HttpMode::parse(http)?;
         let mut h2 = h2_settings(
@@ -328,6 +343,8 @@ impl ServerState {
             http2_initial_connection_window_size,
             http2_max_headers_size,
             http2_max_frame_size,
+            http2_max_reset_streams,
+            http2_max_empty_frames,
         )?;
         let ns = |s: f64, what: &str| -> PyResult<u64> {
             if s.is_nan() || s < 0.0 {
@@ -382,6 +399,7 @@ impl ServerState {
                 keep_alive: ns(timeout_keep_alive, "timeout_keep_alive")?,
                 head: ns(timeout_head, "timeout_head")?,
                 body: ns(timeout_body, "timeout_body")?,
+                h2_send: ns(http2_send_timeout, "http2_send_timeout")?,
             },
             root_path_bytes: root_path.to_str()?.as_bytes().to_vec(),
             root_path: root_path.unbind(),

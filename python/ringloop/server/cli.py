@@ -539,6 +539,16 @@ def _add_serve_arguments(p: argparse.ArgumentParser) -> None:
         ),
         ("max-headers-size", "largest decoded request head"),
         ("max-frame-size", "largest frame the client may send"),
+        (
+            "max-reset-streams",
+            "streams a client may reset before their response (net of those answered) before "
+            "GOAWAY ENHANCE_YOUR_CALM (Rapid Reset, CVE-2023-44487)",
+        ),
+        (
+            "max-empty-frames",
+            "empty DATA/HEADERS/CONTINUATION frames in a row before GOAWAY ENHANCE_YOUR_CALM "
+            "(CVE-2019-9518)",
+        ),
     ):
         g.add_argument(
             f"--http2-{name}",
@@ -547,6 +557,14 @@ def _add_serve_arguments(p: argparse.ArgumentParser) -> None:
             default=d(f"http2_{name.replace('-', '_')}"),
             help=what,
         )
+    g.add_argument(
+        "--http2-send-timeout",
+        metavar="SECONDS",
+        type=_seconds,
+        default=d("http2_send_timeout"),
+        help="reset a stream whose response waits this long on a closed flow-control window "
+        "(a client that gives no credit, CVE-2019-9517)",
+    )
 
     g = p.add_argument_group("WebSocket")
     g.add_argument(

@@ -119,6 +119,11 @@ class Config:
     http2_initial_connection_window_size: int = 1024 * 1024
     http2_max_headers_size: int = 32 * 1024
     http2_max_frame_size: int = 16 * 1024
+    # -- HTTP/2 attack bounds (issue 22): streams reset before their response (Rapid Reset),
+    # empty frames in a row (CVE-2019-9518), a send() waiting on a closed window (CVE-2019-9517)
+    http2_max_reset_streams: int = 100
+    http2_max_empty_frames: int = 100
+    http2_send_timeout: float = 30.0  # seconds
     # -- WebSocket (the WebSocket issue)
     ws: str = "auto"
     ws_max_size: int = 16 * 1024 * 1024
@@ -161,6 +166,8 @@ class Config:
             "http2_initial_connection_window_size": (65535, 2**31 - 1),
             "http2_max_headers_size": (1, 2**32 - 1),
             "http2_max_frame_size": (16384, 2**24 - 1),
+            "http2_max_reset_streams": (1, 2**31 - 1),
+            "http2_max_empty_frames": (0, 2**31 - 1),
         }
         for name, (low, high) in h2_ranges.items():
             value = getattr(self, name)
@@ -198,6 +205,7 @@ class Config:
             "reload_delay",
             "ws_ping_interval",
             "ws_ping_timeout",
+            "http2_send_timeout",
         ):
             positive(name, getattr(self, name), zero=True)
         if self.watch_threshold is not None and not self.watch_threshold > 0:

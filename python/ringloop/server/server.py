@@ -166,6 +166,9 @@ class Server:
             http2_initial_connection_window_size=c.http2_initial_connection_window_size,
             http2_max_headers_size=c.http2_max_headers_size,
             http2_max_frame_size=c.http2_max_frame_size,
+            http2_max_reset_streams=c.http2_max_reset_streams,
+            http2_max_empty_frames=c.http2_max_empty_frames,
+            http2_send_timeout=c.http2_send_timeout,
         )
 
     def _response_hook(self) -> Any:

@@ -1,8 +1,9 @@
 //! An HTTP/2 connection's life outside its streams, as `HttpConn` passes on the server's
-//! calls: the keep-alive timeout (no stream open for `--timeout-keep-alive`), the graceful
-//! shutdown (GOAWAY: the streams in flight finish, no new one starts, then the connection
-//! closes; a WebSocket session gets close 1001 first) and the abort; the sweep's look at each
-//! WebSocket session (keep-alive pings, an unanswered close).
+//! calls: the keep-alive timeout (no stream open for `--timeout-keep-alive`), the send
+//! timeout (a response waiting on a closed window for `--http2-send-timeout` is reset), the
+//! graceful shutdown (GOAWAY: the streams in flight finish, no new one starts, then the
+//! connection closes; a WebSocket session gets close 1001 first) and the abort; the sweep's
+//! look at each WebSocket session (keep-alive pings, an unanswered close).
 //!
 //! A GOAWAY of ours needs the client: h2 sends GOAWAY with the highest id, waits for a PING's
 //! answer, then the final GOAWAY. A client that never answers is aborted after another
@@ -13,7 +14,8 @@ use std::sync::atomic::Ordering;
 use pyo3::intern;
 use pyo3::prelude::*;
 
-use super::H2Conn;
+use super::{respond, H2Conn};
+use crate::http::proto::h2::Reason;
 use crate::reactor::sys::monotonic_ns;
 
 /// How long a GOAWAY of ours may go unanswered when no keep-alive timeout is set.
@@ -25,6 +27,7 @@ impl H2Conn {
         let py = slf.py();
         let this = slf.get();
         let server = this.server.get();
+        Self::send_timeouts(slf, now)?;
         let keep_alive = server.timeouts.keep_alive;
         let (idle, goaway_at) = {
             let st = this.st.borrow(py)?;
@@ -50,6 +53,52 @@ impl H2Conn {
         }
         Self::goaway(slf)?;
         Ok(true)
+    }
+
+    /// Reset the streams whose response waited on a closed window (the stream's or the
+    /// connection's: the client gives no credit) for `--http2-send-timeout` without a byte
+    /// taken (CVE-2019-9517: a client that never reads holds each stream's buffered piece and
+    /// its application forever otherwise). RST_STREAM CANCEL; the application's waiting
+    /// `send()` wakes and the next raises `ClientDisconnected`, as after a client's reset.
+    fn send_timeouts(slf: &Bound<'_, Self>, now: u64) -> PyResult<()> {
+        let py = slf.py();
+        let limit = slf.get().server.get().timeouts.h2_send;
+        if limit == 0 {
+            return Ok(());
+        }
+        let due: Vec<(u32, bool)> = {
+            let st = slf.get().st.borrow(py)?;
+            if st.lost || st.closed {
+                return Ok(());
+            }
+            st.streams
+                .iter()
+                .filter(|(_, s)| !s.reset && s.pending.is_some() && now.saturating_sub(s.pending_since) > limit)
+                .map(|(&id, s)| (id, s.pending.as_ref().is_some_and(|p| p.1) && s.file.is_none()))
+                .collect()
+        };
+        if due.is_empty() {
+            return Ok(());
+        }
+        for (id, complete) in due {
+            {
+                let mut st = slf.get().st.borrow_mut(py)?;
+                st.core.reset(id, Reason::CANCEL);
+                if let Some(s) = st.streams.get_mut(&id) {
+                    s.pending = None;
+                    s.file = None;
+                }
+            }
+            slf.get().log_rule(py, &format!("stream {id} reset: send-timeout"))?;
+            if complete {
+                // The application gave its last byte (it may be gone): nothing will end the
+                // stream but us.
+                respond::forget(slf, id)?;
+            } else {
+                Self::stream_reset(slf, id)?;
+            }
+        }
+        Self::queue_flush(slf)
     }
 
     /// Graceful shutdown: GOAWAY now; the streams in flight finish; the core closes the

@@ -9,6 +9,8 @@ use pyo3::types::PyBytes;
 
 use bytes::Bytes;
 
+use crate::reactor::sys::monotonic_ns;
+
 use super::H2Conn;
 use crate::http::proto::h2::{Reason, SendError};
 use crate::http::stream::message::{disconnect, header_fields, resolve, ClientDisconnected};
@@ -228,6 +230,7 @@ pub(super) fn send(conn: &Bound<'_, H2Conn>, id: u32, data: Bytes, end: bool) ->
             if n < data.len() {
                 if let Some(s) = st.streams.get_mut(&id) {
                     s.pending = Some((data.slice(n..), end));
+                    s.pending_since = monotonic_ns();
                 }
                 false
             } else {
@@ -255,6 +258,10 @@ pub(super) fn writable(conn: &Bound<'_, H2Conn>, id: u32) -> PyResult<()> {
             Ok(n) if n < data.len() => {
                 if let Some(s) = st.streams.get_mut(&id) {
                     s.pending = Some((data.slice(n..), end));
+                    // The clock of the send timeout counts from the last byte taken.
+                    if n > 0 {
+                        s.pending_since = monotonic_ns();
+                    }
                 }
                 (false, None)
             }
@@ -309,6 +316,7 @@ pub(super) fn pump(conn: &Bound<'_, H2Conn>, id: u32) -> PyResult<()> {
             if taken < piece.len() {
                 if let Some(s) = st.streams.get_mut(&id) {
                     s.pending = Some((Bytes::from(piece).slice(taken..), last));
+                    s.pending_since = monotonic_ns();
                 }
                 return Ok(());
             }
@@ -384,7 +392,7 @@ pub(super) fn response_ended(conn: &Bound<'_, H2Conn>, id: u32) -> PyResult<()> 
 
 /// Drop stream `id`: a `receive` still waiting hears `http.disconnect`, a `send` waiting
 /// wakes; it no longer counts in flight.
-fn forget(conn: &Bound<'_, H2Conn>, id: u32) -> PyResult<()> {
+pub(super) fn forget(conn: &Bound<'_, H2Conn>, id: u32) -> PyResult<()> {
     let py = conn.py();
     let gone = conn.get().st.borrow_mut(py)?.streams.remove(&id);
     if let Some(mut s) = gone {

@@ -53,6 +53,9 @@ pub(crate) struct Strm {
     /// Response bytes the windows have not taken yet, and whether the last of them ends the
     /// response (`respond.rs`).
     pub(crate) pending: Option<(Bytes, bool)>,
+    /// Since when `pending` has waited without a byte taken (CLOCK_MONOTONIC ns): past
+    /// `--http2-send-timeout` the stream is reset (`lifecycle.rs`).
+    pub(crate) pending_since: u64,
     /// What a `send()` awaits while `pending` is not empty.
     pub(crate) drain: Option<Py<PyAny>>,
     /// A synchronous native handler's request, waiting for its whole body.
@@ -83,6 +86,7 @@ impl Strm {
             in_flight: None,
             opened: false,
             ws: None,
+            pending_since: 0,
             start_seen: false,
             status: 0,
             headers: None,

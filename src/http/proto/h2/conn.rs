@@ -27,6 +27,7 @@ use http::{Request, Response, StatusCode};
 use super::error::{ConnError, SendError};
 use super::event::{Event, StreamId};
 use super::fields::header_map;
+use super::frames::Scan;
 use super::head::{Fields, Head, Method};
 use super::io::{Io, Pipe};
 use super::stream::Stream;
@@ -62,6 +63,10 @@ pub struct Conn {
     spare: Vec<Head>,
     /// See `Settings::max_early_resets`.
     early_resets: usize,
+    /// The frame headers fed (`Settings::max_empty_frames`), and whether its bound was passed:
+    /// nothing more is fed, GOAWAY ENHANCE_YOUR_CALM at the next drive.
+    scan: Scan,
+    too_many_empty: bool,
     shutdown_requested: bool,
     /// An end we chose (a limit of ours, `abort`): what `Closed` reports, as h2 calls a
     /// user-initiated GOAWAY a clean end.
@@ -90,6 +95,8 @@ impl Conn {
             round: Vec::new(),
             spare: Vec::new(),
             early_resets: 0,
+            scan: Scan::new(settings.max_empty_frames),
+            too_many_empty: false,
             shutdown_requested: false,
             our_end: None,
             ending: None,
@@ -104,12 +111,22 @@ impl Conn {
 
     // --- input
 
-    /// Append received bytes. Ignored once closed or after EOF.
+    /// Append received bytes. Ignored once closed or after EOF, and after a flood of empty
+    /// frames (`Settings::max_empty_frames`: the bytes up to the frame past the bound are fed,
+    /// so that h2 names it in its GOAWAY's last stream, the rest are not).
     pub fn feed(&mut self, data: &[u8]) {
-        if !self.is_closed() && !data.is_empty() {
-            self.pipe.feed(data);
-            self.dirty = true;
+        if self.is_closed() || data.is_empty() || self.too_many_empty {
+            return;
         }
+        let data = match self.scan.scan(data) {
+            Some(n) => {
+                self.too_many_empty = true;
+                &data[..n]
+            }
+            None => data,
+        };
+        self.pipe.feed(data);
+        self.dirty = true;
     }
 
     /// The peer will send nothing more.
@@ -185,6 +202,10 @@ impl Conn {
                     Poll::Ready(Err(e)) => return self.end(Some(ConnError::from_h2(&e))),
                     Poll::Pending => return,
                 },
+                State::Open(c) if self.too_many_empty && self.our_end.is_none() => {
+                    c.abrupt_shutdown(Reason::ENHANCE_YOUR_CALM);
+                    self.our_end = Some(ConnError::ours(Reason::ENHANCE_YOUR_CALM, "too many empty frames in a row"));
+                }
                 State::Open(c) => match c.poll_accept(&mut cx) {
                     Poll::Ready(Some(Ok((req, respond)))) => self.accept(req, respond),
                     Poll::Ready(Some(Err(e))) => return self.end(Some(ConnError::from_h2(&e))),

@@ -50,7 +50,8 @@
 //!    the cost of a poll does not grow with the streams that did not move.
 //! 5. After `Closed`, nothing more is read and `poll` returns `None`.
 //!
-//! Rooms: `io` the in-memory transport, `wake` the wakers, `head` the request view and the
+//! Rooms: `io` the in-memory transport, `frames` a look at the frame headers fed (what h2
+//! does not count), `wake` the wakers, `head` the request view and the
 //! request rules h2 leaves to its caller, `fields` response fields into h2's types, `event`
 //! what `poll` returns, `stream` a stream's state and its poll, `conn` the state machine,
 //! `error` every rule named. Nothing
@@ -64,6 +65,7 @@ pub mod conn;
 pub mod error;
 pub mod event;
 mod fields;
+mod frames;
 pub mod head;
 mod io;
 mod stream;
@@ -124,6 +126,12 @@ pub struct Settings {
     /// attacks of 2019 (CVE-2019-9514 reset flood and kin) make the server send a frame per
     /// frame received. 1024, h2's default.
     pub max_local_error_reset_streams: usize,
+    /// DATA, HEADERS and CONTINUATION frames in a row with an empty payload (no END_STREAM)
+    /// past which the connection ends with GOAWAY ENHANCE_YOUR_CALM (CVE-2019-9518; `frames`).
+    /// A frame of those types with a payload starts the count again. 100: no client sends
+    /// more than a few in a row (Envoy allows 1), and h2 (0.4.20) allows 100 empty DATA
+    /// frames per connection anyway, so a larger value only loosens HEADERS/CONTINUATION.
+    pub max_empty_frames: usize,
     /// The most response body one stream may have queued inside h2 at a time (h2's
     /// `max_send_buffer_size`); `send_data` takes no more. Queued bytes are encoded at the next
     /// `take_output`, so this only needs to cover one loop iteration: 64 KiB is four full
@@ -152,6 +160,7 @@ impl Default for Settings {
             max_pending_accept_reset_streams: 20,
             max_early_resets: 100,
             max_local_error_reset_streams: 1024,
+            max_empty_frames: 100,
             max_send_buffer: 64 * 1024,
             enable_connect_protocol: true,
             max_buffered_input: 64 * 1024,

@@ -146,3 +146,50 @@ fn a_peer_that_never_reads_cannot_grow_the_output() {
     assert!(polls >= 2, "the input waited behind the output");
     assert!(r.c.wants_read());
 }
+
+/// A POST on stream 1 whose body is still to come.
+fn open_post() -> Vec<u8> {
+    let b = block(&[(b":method", b"POST"), (b":scheme", b"https"), (b":path", b"/")]);
+    frame(HEADERS, END_HEADERS, 1, &b)
+}
+
+#[test]
+fn empty_data_flood_gets_enhance_your_calm() {
+    // CVE-2019-9518: zero-length DATA frames without END_STREAM, which h2 drops (counting them
+    // since 0.4.20: 100 per connection). Past `max_empty_frames` in a row: GOAWAY, and the
+    // rest of the flood is not even read.
+    let mut r = Raw::new(&Settings { max_empty_frames: 10, ..Settings::default() });
+    assert_eq!(r.send(&open_post()), [Event::Request { id: 1 }]);
+    let flood = frame(DATA, 0, 1, &[]).repeat(10_000);
+    let evs = r.send(&flood);
+    assert!(calm(&evs), "{evs:?}");
+    assert_eq!(r.goaway(), Some((1, Reason::ENHANCE_YOUR_CALM)));
+}
+
+#[test]
+fn empty_frames_between_data_are_fine() {
+    let mut r = Raw::new(&Settings { max_empty_frames: 10, ..Settings::default() });
+    // Ten empty frames at a time (the bound), each run ended by a byte of body: 90 in all, as
+    // h2 (0.4.20) ends a connection past 100 empty DATA frames in its life, in a row or not.
+    let mut all = r.send(&open_post());
+    r.c.want_body(1);
+    for _ in 0..9 {
+        let mut bytes = frame(DATA, 0, 1, &[]).repeat(10);
+        bytes.extend(frame(DATA, 0, 1, b"x"));
+        all.extend(r.send(&bytes));
+        r.c.release(1, 1);
+    }
+    all.extend(r.send(&frame(DATA, END_STREAM, 1, &[])));
+    assert_eq!(body_of(&all, 1), (vec![b'x'; 9], true), "{:?}", r.goaway());
+    assert_eq!(r.goaway(), None);
+}
+
+#[test]
+fn empty_header_blocks_get_enhance_your_calm() {
+    // Empty HEADERS frames on new streams, each its own malformed request: the empty-frame
+    // count ends it before the early-reset count would.
+    let mut r = Raw::new(&Settings { max_empty_frames: 10, ..Settings::default() });
+    let flood: Vec<u8> = (0..1000).flat_map(|i| frame(HEADERS, END_HEADERS | END_STREAM, 1 + 2 * i, &[])).collect();
+    let evs = r.send(&flood);
+    assert!(calm(&evs), "{evs:?}");
+}

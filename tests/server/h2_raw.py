@@ -1,0 +1,181 @@
+"""A frame-level HTTP/2 client for the attack suite (`test_server_http2_attacks.py`): it writes
+whatever frames it is given (hyperframe's, or bytes built here), including those h2's client
+state machine refuses to send, and reads what comes back frame by frame.
+
+Nothing here waits for time: `until(cond)` reads until `cond()` holds or the server closes.
+"""
+
+from __future__ import annotations
+
+import socket
+
+import hpack
+from hyperframe.frame import (
+    ContinuationFrame,
+    DataFrame,
+    Frame,
+    GoAwayFrame,
+    HeadersFrame,
+    PingFrame,
+    RstStreamFrame,
+    SettingsFrame,
+)
+from srv_harness import HOST
+
+PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+# RFC 9113 §7 error codes.
+NO_ERROR = 0x0
+PROTOCOL_ERROR = 0x1
+STREAM_CLOSED = 0x5
+REFUSED_STREAM = 0x7
+CANCEL = 0x8
+ENHANCE_YOUR_CALM = 0xB
+
+__all__ = [
+    "CANCEL",
+    "ContinuationFrame",
+    "DataFrame",
+    "ENHANCE_YOUR_CALM",
+    "HeadersFrame",
+    "NO_ERROR",
+    "PROTOCOL_ERROR",
+    "PingFrame",
+    "REFUSED_STREAM",
+    "RawH2",
+    "RstStreamFrame",
+    "STREAM_CLOSED",
+    "SettingsFrame",
+]
+
+
+class RawH2:
+    """One connection: the preface and a SETTINGS frame (`settings`: code → value) go out at
+    once; `send` writes bytes or frames; `until` reads frames (answering the server's SETTINGS,
+    PINGs only if `answer_pings`) into `frames`, per-stream `status`, `data`, `resets`, and
+    `goaway` (last stream id, error code)."""
+
+    def __init__(
+        self,
+        port: int,
+        settings: dict[int, int] | None = None,
+        *,
+        rcvbuf: int | None = None,
+        timeout: float = 30.0,
+    ) -> None:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        if rcvbuf is not None:
+            # Before connect, so that the window the kernel offers is small from the start.
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, rcvbuf)
+        sock.settimeout(timeout)
+        sock.connect((HOST, port))
+        self.sock = sock
+        self.enc = hpack.Encoder()
+        self.dec = hpack.Decoder()
+        self.dec.max_header_list_size = 1 << 30
+        self.frames: list[Frame] = []
+        self.status: dict[int, int] = {}
+        self.data: dict[int, bytearray] = {}
+        self.ended: set[int] = set()
+        self.resets: dict[int, int] = {}
+        self.goaway: tuple[int, int] | None = None
+        self.server_settings: dict[int, int] = {}
+        self.closed = False
+        self.received = 0
+        self._buf = b""
+        self._block: dict[int, bytes] = {}
+        self.send(PREFACE + SettingsFrame(0, settings or {}).serialize())
+
+    # -- out
+
+    def send(self, data: bytes | Frame) -> bool:
+        """Write it all; False if the server closed the connection meanwhile (what it wrote
+        before is still to read)."""
+        if isinstance(data, Frame):
+            data = data.serialize()
+        try:
+            self.sock.sendall(data)
+            return True
+        except (BrokenPipeError, ConnectionResetError):
+            return False
+
+    def block(self, path: str = "/", method: str = "GET", extra=()) -> bytes:
+        """An HPACK block for a request (our encoder's dynamic table goes on across calls)."""
+        h = [(":method", method), (":path", path), (":scheme", "http"), (":authority", HOST)]
+        return self.enc.encode(h + list(extra))
+
+    def request(
+        self, sid: int, path: str = "/", *, method: str = "GET", end: bool = True, extra=()
+    ):
+        """HEADERS (and CONTINUATION frames past 16 KiB, the least SETTINGS_MAX_FRAME_SIZE)."""
+        block = self.block(path, method, extra)
+        pieces = [block[i : i + 16384] for i in range(0, len(block), 16384)] or [b""]
+        frames = [HeadersFrame(sid, pieces[0])] + [ContinuationFrame(sid, p) for p in pieces[1:]]
+        frames[-1].flags.add("END_HEADERS")
+        if end:
+            frames[0].flags.add("END_STREAM")
+        self.send(b"".join(f.serialize() for f in frames))
+        return sid
+
+    # -- in
+
+    def read(self) -> None:
+        try:
+            chunk = self.sock.recv(1 << 20)
+        except ConnectionResetError:
+            chunk = b""
+        if not chunk:
+            self.closed = True
+            return
+        self.received += len(chunk)
+        self._buf += chunk
+        view = memoryview(self._buf)
+        pos = 0
+        while len(view) - pos >= 9:
+            frame, length = Frame.parse_frame_header(view[pos : pos + 9])
+            if len(view) - pos < 9 + length:
+                break
+            frame.parse_body(view[pos + 9 : pos + 9 + length])
+            pos += 9 + length
+            self._on(frame)
+        self._buf = bytes(view[pos:])
+
+    def _on(self, f: Frame) -> None:
+        self.frames.append(f)
+        if isinstance(f, SettingsFrame) and "ACK" not in f.flags:
+            self.server_settings.update(f.settings)
+            self.send(SettingsFrame(0, flags=["ACK"]))
+        elif isinstance(f, GoAwayFrame):
+            if self.goaway is None:
+                self.goaway = (f.last_stream_id, f.error_code)
+        elif isinstance(f, RstStreamFrame):
+            self.resets[f.stream_id] = f.error_code
+        elif isinstance(f, (HeadersFrame, ContinuationFrame)):
+            block = self._block.pop(f.stream_id, b"") + f.data
+            if "END_HEADERS" not in f.flags:
+                self._block[f.stream_id] = block
+            else:
+                fields = dict(self.dec.decode(block, raw=True))
+                if b":status" in fields:
+                    self.status.setdefault(f.stream_id, int(fields[b":status"]))
+            if "END_STREAM" in f.flags:
+                self.ended.add(f.stream_id)
+        elif isinstance(f, DataFrame):
+            self.data.setdefault(f.stream_id, bytearray()).extend(f.data)
+            if "END_STREAM" in f.flags:
+                self.ended.add(f.stream_id)
+
+    def until(self, cond, what: str = "the condition") -> None:
+        while not cond():
+            if self.closed:
+                raise AssertionError(f"connection closed before {what}")
+            self.read()
+
+    def until_closed(self) -> None:
+        """Read until the server closes the connection."""
+        while not self.closed:
+            self.read()
+
+    def close(self) -> None:
+        self.sock.close()
