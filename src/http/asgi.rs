@@ -231,13 +231,25 @@ impl Send {
         };
         let headers = msg.get_item(intern!(py, "headers"))?.map(Bound::unbind);
         let (s, conn) = (&self.stream, self.stream.conn(py));
-        // `http.response.trailers` (announced over HTTP/2 only): the body's end is not the end.
+        s.sink().start(conn, s.id(), status, headers)?;
+        // `http.response.trailers`: the body's end is not the end (told once the start is
+        // accepted, so a refused second start changes nothing).
         if let Some(t) = msg.get_item(intern!(py, "trailers"))? {
             if t.is_truthy()? {
                 s.sink().expect_trailers(conn, s.id())?;
             }
         }
-        s.sink().start(conn, s.id(), status, headers)
+        Ok(())
+    }
+
+    /// `http.response.early_hint`: `links`, a list of `bytes` (each a `Link` field value).
+    fn early_hint(&self, py: Python<'_>, msg: &Bound<'_, PyDict>) -> PyResult<()> {
+        let links = msg.get_item(intern!(py, "links"))?.ok_or_else(|| PyValueError::new_err("http.response.early_hint without 'links'"))?;
+        let links = links
+            .try_iter()?
+            .map(|l| Ok(message::body_bytes(l?).map_err(|_| PyTypeError::new_err("http.response.early_hint's links must be bytes"))?.as_bytes().trim_ascii().to_vec()))
+            .collect::<PyResult<Vec<_>>>()?;
+        self.stream.sink().early_hint(self.stream.conn(py), self.stream.id(), &links)
     }
 
     fn trailers(&self, py: Python<'_>, msg: &Bound<'_, PyDict>) -> PyResult<()> {
@@ -286,6 +298,7 @@ impl Send {
             "http.response.start" => this.start(py, msg)?,
             "http.response.body" => this.body(py, msg)?,
             "http.response.trailers" => this.trailers(py, msg)?,
+            "http.response.early_hint" => this.early_hint(py, msg)?,
             "http.response.pathsend" => {
                 // `run_asgi.pathsend(send, path)`: a coroutine that sends the file (sendfile).
                 let helper = s.sink().runner(conn)?.getattr(intern!(py, "pathsend"))?;

@@ -50,6 +50,9 @@ pub(crate) struct HeadCopy {
     pub(crate) body_len: Option<u64>,
     /// It asks to upgrade to WebSocket (`Connection: upgrade`, `Upgrade: websocket`).
     pub(crate) websocket: bool,
+    /// The client accepts response trailers (`te: trailers`): the scope announces
+    /// `http.response.trailers` (`ConnScope::scope`) and trailers are sent.
+    pub(crate) te_trailers: bool,
 }
 
 macro_rules! cached_str {
@@ -194,6 +197,7 @@ impl HeadCopy {
                 Framing::Length(n) => Some(n),
                 _ => None,
             },
+            te_trailers: head.te_trailers(),
             websocket: head.upgrade().is_some_and(|u| u.split(|&b| b == b',').any(|p| p.trim_ascii().eq_ignore_ascii_case(b"websocket"))),
         }
     }

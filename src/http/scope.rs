@@ -40,6 +40,8 @@ pub(crate) fn scope_template<'py>(py: Python<'py>, scheme: &Bound<'py, PyString>
     asgi.set_item(intern!(py, "spec_version"), intern!(py, "2.4"))?;
     let extensions = PyDict::new(py);
     extensions.set_item(intern!(py, "http.response.pathsend"), PyDict::new(py))?;
+    // 103 Early Hints on both versions (dropped for an HTTP/1.0 client, RFC 8297 §3).
+    extensions.set_item(intern!(py, "http.response.early_hint"), PyDict::new(py))?;
     let d = PyDict::new(py);
     d.set_item(intern!(py, "type"), intern!(py, "http"))?;
     d.set_item(intern!(py, "asgi"), asgi)?;
@@ -71,6 +73,10 @@ pub(crate) struct ConnScope {
     query: Option<Py<PyBytes>>,
     /// The `scope["headers"]` tuples of the latest request.
     headers: Vec<Py<PyTuple>>,
+    /// `extensions` with `http.response.trailers`, for the requests that say `te: trailers`
+    /// (made at the first one): the extension is announced only to a client that accepts
+    /// trailers, and a request without `te` pays nothing for it.
+    trailers_ext: Option<Py<PyDict>>,
 }
 
 /// `d[key] = value` unless `held` is `value` already.
@@ -106,6 +112,7 @@ impl ConnScope {
             raw_path: None,
             query: None,
             headers: Vec::new(),
+            trailers_ext: None,
         })
     }
 
@@ -120,14 +127,16 @@ impl ConnScope {
         Ok(self)
     }
 
-    /// This connection's scopes announce the ASGI `http.response.trailers` extension (its
-    /// protocol can carry response trailers: HTTP/2), in its own copy of `extensions`.
-    pub(crate) fn with_trailers(self, py: Python<'_>) -> PyResult<ConnScope> {
+    /// This connection's `extensions` with `http.response.trailers` added (see `trailers_ext`).
+    fn trailers_ext<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        if let Some(e) = &self.trailers_ext {
+            return Ok(e.bind(py).clone());
+        }
         let d = self.dict.bind(py);
         let ext = d.get_item(intern!(py, "extensions"))?.map(|e| e.cast_into::<PyDict>()).transpose()?.map(|e| e.copy()).transpose()?.unwrap_or_else(|| PyDict::new(py));
         ext.set_item(intern!(py, "http.response.trailers"), PyDict::new(py))?;
-        d.set_item(intern!(py, "extensions"), ext)?;
-        Ok(self)
+        self.trailers_ext = Some(ext.clone().unbind());
+        Ok(ext)
     }
 
     /// The scope of the request `head` (with `state`: the lifespan state, copied).
@@ -142,6 +151,9 @@ impl ConnScope {
         put(d, intern!(py, "raw_path"), &mut self.raw_path, &head.raw_path)?;
         put(d, intern!(py, "query_string"), &mut self.query, &head.query)?;
         let scope = d.copy()?;
+        if head.te_trailers {
+            scope.set_item(intern!(py, "extensions"), self.trailers_ext(py)?)?;
+        }
         // Filled in place: the vector keeps its allocation from one request to the next.
         head.header_tuples(py, &mut self.headers)?;
         scope.set_item(intern!(py, "headers"), PyList::new(py, &self.headers)?)?;
@@ -164,6 +176,6 @@ impl ConnScope {
         for t in &self.headers {
             visit.call(t)?;
         }
-        Ok(())
+        visit.call(&self.trailers_ext)
     }
 }

@@ -56,6 +56,11 @@ pub struct Timeouts {
     /// gives no credit: CVE-2019-9517's slow reader) this long without a byte taken: the stream
     /// is reset (`--http2-send-timeout`).
     pub h2_send: u64,
+    /// HTTP/2 keep-alive PINGs (`--http2-keep-alive-interval`, as hyper's and granian's): a
+    /// PING after this long without a byte from the client (0: never), ...
+    pub h2_ping_interval: u64,
+    /// ... and the connection ends (GOAWAY, close) when its ACK has not come this long after.
+    pub h2_ping_timeout: u64,
 }
 
 /// Which protocols a connection may speak (`--http`).
@@ -127,6 +132,26 @@ fn h2_settings(
         enable_connect_protocol: false,
         ..super::proto::h2::Settings::default()
     })
+}
+
+/// The most `--http2-keep-alive-interval` may be (ms): a day.
+const MAX_PING_INTERVAL_MS: u64 = 86_400_000;
+
+/// `--http2-keep-alive-interval` (milliseconds, as granian's; 0: off) in ns.
+fn h2_ping_interval(ms: u64) -> PyResult<u64> {
+    if ms > MAX_PING_INTERVAL_MS {
+        return Err(PyValueError::new_err(format!("--http2-keep-alive-interval: {ms} is out of range (0 to {MAX_PING_INTERVAL_MS} ms)")));
+    }
+    Ok(ms * 1_000_000)
+}
+
+/// `--http2-keep-alive-timeout` (seconds, as granian's) in ns: more than zero, or a PING
+/// could never be answered in time.
+fn h2_ping_timeout(seconds: f64) -> PyResult<u64> {
+    if !(seconds > 0.0 && seconds.is_finite()) {
+        return Err(PyValueError::new_err(format!("--http2-keep-alive-timeout: must be > 0 seconds, got {seconds}")));
+    }
+    Ok((seconds * 1e9) as u64)
 }
 
 /// WebSocket settings (`--ws*`); `None` in `ServerState`: upgrade requests are plain HTTP.
@@ -291,7 +316,7 @@ impl ServerState {
         http = "auto", http2_max_concurrent_streams = 100, http2_initial_stream_window_size = 256 * 1024,
         http2_initial_connection_window_size = 1024 * 1024, http2_max_headers_size = 32 * 1024,
         http2_max_frame_size = 16 * 1024, http2_max_reset_streams = 100, http2_max_empty_frames = 100,
-        http2_send_timeout = 30.0,
+        http2_send_timeout = 30.0, http2_keep_alive_interval = 0, http2_keep_alive_timeout = 20.0,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn py_new(
@@ -335,6 +360,8 @@ impl ServerState {
         http2_max_reset_streams: usize,
         http2_max_empty_frames: usize,
         http2_send_timeout: f64,
+        http2_keep_alive_interval: u64,
+        http2_keep_alive_timeout: f64,
     ) -> PyResult<ServerState> {
         let http = HttpMode::parse(http)?;
         let mut h2 = h2_settings(
@@ -400,6 +427,8 @@ impl ServerState {
                 head: ns(timeout_head, "timeout_head")?,
                 body: ns(timeout_body, "timeout_body")?,
                 h2_send: ns(http2_send_timeout, "http2_send_timeout")?,
+                h2_ping_interval: h2_ping_interval(http2_keep_alive_interval)?,
+                h2_ping_timeout: h2_ping_timeout(http2_keep_alive_timeout)?,
             },
             root_path_bytes: root_path.to_str()?.as_bytes().to_vec(),
             root_path: root_path.unbind(),

@@ -440,7 +440,8 @@ def test_the_server_survives_every_misuse(asgi):
 
 
 def test_trailers_when_advertised(asgi):
-    s = scope_of(asgi, request("GET", "/scope"))
+    # Advertised to a request that says it takes trailers (ringloop: only to such a request).
+    s = scope_of(asgi, request("GET", "/scope", headers=[("TE", "trailers")]))
     if "http.response.trailers" not in s["extensions"]:
         pytest.skip(f"{asgi.kind} does not advertise http.response.trailers")
     with asgi.raw() as c:

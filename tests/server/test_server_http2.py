@@ -456,15 +456,18 @@ def test_response_larger_than_the_client_window(h2c):
 
 
 def test_response_trailers_extension(h2c):
-    """ASGI's `http.response.trailers` is announced over HTTP/2 (not over HTTP/1.1, which
-    cannot carry them here): the trailers of two messages arrive after the body, also after a
-    body that had to wait for the client's window."""
+    """ASGI's `http.response.trailers` is announced to a request that says `te: trailers`
+    (also over HTTP/1.1: `test_server_trailers_hints.py`): the trailers of two messages arrive
+    after the body, also after a body that had to wait for the client's window."""
+    te = [("te", "trailers")]
     c = H2Client(h2c.port)
     try:
-        status, body = c.get("/scope")
+        status, body = c.response(c.request("/scope", headers=te))
         assert "http.response.trailers" in json.loads(body)["extensions"]
+        status, body = c.get("/scope")
+        assert "http.response.trailers" not in json.loads(body)["extensions"]
         for n in (10, 300000):
-            sid = c.request(f"/trailers?n={n}")
+            sid = c.request(f"/trailers?n={n}", headers=te)
             assert c.response(sid) == (200, b"t" * n)
             assert c.trailers[sid] == {"x-size": str(n), "x-done": "yes"}
     finally:

@@ -565,6 +565,21 @@ def _add_serve_arguments(p: argparse.ArgumentParser) -> None:
         help="reset a stream whose response waits this long on a closed flow-control window "
         "(a client that gives no credit, CVE-2019-9517)",
     )
+    g.add_argument(
+        "--http2-keep-alive-interval",
+        metavar="MS",
+        type=_integer(0),
+        default=d("http2_keep_alive_interval"),
+        help="send a PING after this many milliseconds without a byte from the client "
+        "(0: never, the default)",
+    )
+    g.add_argument(
+        "--http2-keep-alive-timeout",
+        metavar="SECONDS",
+        type=_seconds,
+        default=d("http2_keep_alive_timeout"),
+        help="close a connection whose PING is not acknowledged within this time",
+    )
 
     g = p.add_argument_group("WebSocket")
     g.add_argument(

@@ -124,6 +124,10 @@ class Config:
     http2_max_reset_streams: int = 100
     http2_max_empty_frames: int = 100
     http2_send_timeout: float = 30.0  # seconds
+    # keep-alive PINGs (granian's flags): one after this many ms without a byte from the
+    # client (0: off, as granian's and hyper's default); no ACK within the timeout: close
+    http2_keep_alive_interval: int = 0
+    http2_keep_alive_timeout: float = 20.0
     # -- WebSocket (the WebSocket issue)
     ws: str = "auto"
     ws_max_size: int = 16 * 1024 * 1024
@@ -168,6 +172,7 @@ class Config:
             "http2_max_frame_size": (16384, 2**24 - 1),
             "http2_max_reset_streams": (1, 2**31 - 1),
             "http2_max_empty_frames": (0, 2**31 - 1),
+            "http2_keep_alive_interval": (0, 86_400_000),
         }
         for name, (low, high) in h2_ranges.items():
             value = getattr(self, name)
@@ -195,6 +200,7 @@ class Config:
         ):
             positive(name, getattr(self, name))
         positive("limit_max_requests_jitter", self.limit_max_requests_jitter, zero=True)
+        positive("http2_keep_alive_timeout", self.http2_keep_alive_timeout)
         for name in (
             "timeout_keep_alive",
             "timeout_request_head",

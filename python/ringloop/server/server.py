@@ -169,6 +169,8 @@ class Server:
             http2_max_reset_streams=c.http2_max_reset_streams,
             http2_max_empty_frames=c.http2_max_empty_frames,
             http2_send_timeout=c.http2_send_timeout,
+            http2_keep_alive_interval=c.http2_keep_alive_interval,
+            http2_keep_alive_timeout=c.http2_keep_alive_timeout,
         )
 
     def _response_hook(self) -> Any:

@@ -1,9 +1,9 @@
 //! The driver's side of a stream, whatever the interface: the `Cycle` a connection holds from
 //! a request head until its response ends, reading the request body for the application
-//! (`poll_body`, `answer_receiver`), and writing the response (`record_start`, `write_head`,
-//! `write_body`, `end`, `abandon`, `end_with_error`). ASGI's `receive`/`send` (`asgi`), the
-//! native handler API (`native`) and the WSGI bridge reach these through their `Stream`'s
-//! `Sink` (`sink.rs`).
+//! (`poll_body`, `answer_receiver`), and writing the response (`early_hint`, `record_start`,
+//! `write_head`, `write_body`, `trailers`, `end`, `abandon`, `end_with_error`). ASGI's
+//! `receive`/`send` (`asgi`), the native handler API (`native`) and the WSGI bridge reach
+//! these through their `Stream`'s `Sink` (`sink.rs`).
 //!
 //! The head is held until the first body or the end of the loop iteration, whichever comes
 //! first: a head, a body known whole and its `content-length` leave together, and a response
@@ -20,7 +20,8 @@ use pyo3::{PyTraverseError, PyVisit};
 
 use super::{ConnState, HttpConn};
 use crate::http::body::Collected;
-use crate::http::proto::h1::{After, Event};
+use crate::http::proto::h1::encode::check_field;
+use crate::http::proto::h1::{After, Event, Version};
 use crate::http::request::HeadCopy;
 use crate::http::stream::message::{body_message, disconnect, header_fields, resolve, ClientDisconnected, Got};
 use crate::http::stream::InFlight;
@@ -55,6 +56,14 @@ pub(crate) struct Cycle {
     pub(crate) collected: Option<Collected>,
     /// The application has the `websocket` scope (`websocket`).
     pub(crate) websocket: bool,
+    /// The request said `te: trailers` (HTTP/1.1): trailers go after a chunked body.
+    te_trailers: bool,
+    /// `http.response.start` said `trailers: True`: the last body does not end the response,
+    /// the last `http.response.trailers` does (`trailers`); their fields so far.
+    pub(crate) expect_trailers: bool,
+    trailer_fields: Vec<(Vec<u8>, Vec<u8>)>,
+    /// The application's last body was given while trailers are still to come.
+    body_ended: bool,
     /// Counted in the worker's requests in flight while the cycle lives.
     _in_flight: InFlight,
 }
@@ -80,6 +89,10 @@ impl Cycle {
             pending: None,
             collected: None,
             websocket: false,
+            te_trailers: head.te_trailers,
+            expect_trailers: false,
+            trailer_fields: Vec::new(),
+            body_ended: false,
             _in_flight: in_flight,
         }
     }
@@ -344,6 +357,7 @@ pub(crate) fn write_head(conn: &Bound<'_, HttpConn>, id: u64, body_len: Option<u
 pub(crate) fn write_body(conn: &Bound<'_, HttpConn>, id: u64, body: &Bound<'_, PyBytes>, more: bool) -> PyResult<()> {
     let py = conn.py();
     let this = conn.get();
+    let (trailers, chunked);
     {
         let mut st = this.st.borrow_mut(py)?;
         let lost = st.lost;
@@ -353,15 +367,21 @@ pub(crate) fn write_body(conn: &Bound<'_, HttpConn>, id: u64, body: &Bound<'_, P
             Some(c) if !c.start_seen => {
                 return Err(PyRuntimeError::new_err("Expected ASGI message 'http.response.start', but got 'http.response.body'."))
             }
-            Some(c) if c.complete => {
+            Some(c) if c.complete || c.body_ended => {
                 return Err(PyRuntimeError::new_err("Unexpected ASGI message 'http.response.body' sent, after response already completed."))
             }
             Some(_) if lost => return Err(ClientDisconnected::new_err("the client disconnected")),
-            Some(c) => c.sent += body.as_bytes().len() as u64,
+            Some(c) => {
+                c.sent += body.as_bytes().len() as u64;
+                c.body_ended = !more;
+                trailers = c.expect_trailers;
+                // Trailers the client takes need a chunked body: its length is not given.
+                chunked = trailers && c.te_trailers;
+            }
         }
     }
     let len = body.as_bytes().len();
-    if !write_head(conn, id, (!more).then_some(len as u64))? {
+    if !write_head(conn, id, (!more && !chunked).then_some(len as u64))? {
         return Ok(());
     }
     if len >= COPY_BELOW {
@@ -378,12 +398,65 @@ pub(crate) fn write_body(conn: &Bound<'_, HttpConn>, id: u64, body: &Bound<'_, P
         let st = &mut *st;
         st.h1.write_body(&mut st.out, body.as_bytes()).map_err(|e| PyValueError::new_err(format!("invalid response body: {e}")))?;
     }
-    if !more {
+    if !more && !trailers {
         end(conn, id)?;
     } else {
         HttpConn::queue_flush(conn)?;
     }
     Ok(())
+}
+
+/// `http.response.trailers` (`more`: more follow): the fields gathered; the last message
+/// ends the response, with them after the last chunk if the client said `te: trailers` and
+/// the body is chunked, else without them (`h1::Conn::end_response_with_trailers`).
+pub(crate) fn trailers(conn: &Bound<'_, HttpConn>, id: u64, headers: Option<Py<PyAny>>, more: bool) -> PyResult<()> {
+    let py = conn.py();
+    let mut fields: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+    if let Some(h) = &headers {
+        for (n, v) in header_fields(h.bind(py))? {
+            // Refused now, to the application, as a head's fields are.
+            check_field(n.as_bytes(), v.as_bytes()).map_err(|e| PyValueError::new_err(format!("invalid response trailers: {e}")))?;
+            fields.push((n.as_bytes().to_vec(), v.as_bytes().to_vec()));
+        }
+    }
+    {
+        let mut st = conn.get().st.borrow_mut(py)?;
+        let lost = st.lost;
+        match current(&mut st, id) {
+            None if lost => return Err(ClientDisconnected::new_err("the client disconnected")),
+            None => return Err(PyRuntimeError::new_err("Unexpected ASGI message 'http.response.trailers' sent, after response already completed.")),
+            Some(_) if lost => return Err(ClientDisconnected::new_err("the client disconnected")),
+            Some(c) if !c.expect_trailers || c.complete => {
+                return Err(PyRuntimeError::new_err("Unexpected ASGI message 'http.response.trailers' sent, without 'trailers': True or after the last one."))
+            }
+            Some(c) => {
+                c.trailer_fields.extend(fields);
+                if more {
+                    return Ok(());
+                }
+                c.body_ended = true;
+            }
+        }
+    }
+    // No body was sent: the head goes now (chunked, for the trailers).
+    let chunked = current(&mut *conn.get().st.borrow_mut(py)?, id).is_some_and(|c| c.te_trailers);
+    if !write_head(conn, id, (!chunked).then_some(0))? {
+        return Ok(());
+    }
+    let after = {
+        let mut st = conn.get().st.borrow_mut(py)?;
+        let st = &mut *st;
+        let Some(c) = current(st, id) else { return Ok(()) };
+        c.complete = true;
+        let fields = std::mem::take(&mut c.trailer_fields);
+        let ended = if c.te_trailers {
+            st.h1.end_response_with_trailers(&mut st.out, fields.iter().map(|(n, v)| (&n[..], &v[..])))
+        } else {
+            st.h1.end_response(&mut st.out)
+        };
+        ended.unwrap_or(After::Close)
+    };
+    HttpConn::response_ended(conn, after)
 }
 
 /// `http.response.pathsend`: the head for a file of `size` bytes, its framing written; `false`
@@ -449,4 +522,34 @@ pub(crate) fn abandon(conn: &Bound<'_, HttpConn>, id: u64) -> PyResult<()> {
         return HttpConn::close_when_flushed(conn);
     }
     end_with_error(conn, id, 500, "application-error")
+}
+
+/// `http.response.early_hint`: `103 Early Hints` with a `link` field per entry, ahead of the
+/// final head (which waits for `start`). Not to an HTTP/1.0 client: dropped (RFC 8297 §3).
+pub(crate) fn early_hint(conn: &Bound<'_, HttpConn>, id: u64, links: &[Vec<u8>]) -> PyResult<()> {
+    let py = conn.py();
+    {
+        let mut st = conn.get().st.borrow_mut(py)?;
+        let lost = st.lost;
+        let v10 = st.h1.version() == Version::Http10;
+        match current(&mut st, id) {
+            None if lost => return Err(ClientDisconnected::new_err("the client disconnected")),
+            None => return Err(PyRuntimeError::new_err("Unexpected ASGI message 'http.response.early_hint' sent, after response already completed.")),
+            Some(_) if lost => return Err(ClientDisconnected::new_err("the client disconnected")),
+            Some(c) if c.start_seen => {
+                return Err(PyRuntimeError::new_err("Unexpected ASGI message 'http.response.early_hint' sent, after response already started."))
+            }
+            Some(_) if v10 => return Ok(()),
+            Some(_) => {}
+        }
+    }
+    conn.get().write_stamped(py, |st, stamp| {
+        let st = &mut *st;
+        let mut r = st.h1.response(&mut st.out, 103)?;
+        for l in links {
+            r.header(b"link", l)?;
+        }
+        r.end(None, stamp)
+    })?;
+    HttpConn::queue_flush(conn)
 }

@@ -121,6 +121,21 @@ impl Sink for H1Sink {
         cycle::record_start(http(conn), id, status, headers)
     }
 
+    fn expect_trailers(&self, conn: &Bound<'_, PyAny>, id: u64) -> PyResult<()> {
+        if let Some(c) = current(&mut *http(conn).get().st.borrow_mut(conn.py())?, id) {
+            c.expect_trailers = true;
+        }
+        Ok(())
+    }
+
+    fn trailers(&self, conn: &Bound<'_, PyAny>, id: u64, headers: Option<Py<PyAny>>, more: bool) -> PyResult<()> {
+        cycle::trailers(http(conn), id, headers, more)
+    }
+
+    fn early_hint(&self, conn: &Bound<'_, PyAny>, id: u64, links: &[Vec<u8>]) -> PyResult<()> {
+        cycle::early_hint(http(conn), id, links)
+    }
+
     fn body(&self, conn: &Bound<'_, PyAny>, id: u64, body: &Bound<'_, PyBytes>, more: bool) -> PyResult<()> {
         cycle::write_body(http(conn), id, body, more)
     }

@@ -5,6 +5,14 @@
 //! connection closes; a WebSocket session gets close 1001 first) and the abort; the sweep's
 //! look at each WebSocket session (keep-alive pings, an unanswered close).
 //!
+//! Keep-alive PINGs (`--http2-keep-alive-interval`/`-timeout`, hyper's `keep_alive_interval`
+//! and `keep_alive_timeout`, which granian passes on): after an interval in which the client
+//! sent nothing, the sweep sends a PING; if its ACK has not come within the timeout, the
+//! client is taken for gone (a dead peer, a NAT that dropped the flow: TCP alone may not tell
+//! for hours) and the connection ends with GOAWAY, its streams hearing `http.disconnect`. The
+//! PINGs and their ACKs do not touch the keep-alive clock (`since`): an idle connection still
+//! gets its GOAWAY after `--timeout-keep-alive`, however well it answers.
+//!
 //! A GOAWAY of ours needs the client: h2 sends GOAWAY with the highest id, waits for a PING's
 //! answer, then the final GOAWAY. A client that never answers is aborted after another
 //! keep-alive period (or the drain grace while shutting down), as the sweep finds it.
@@ -20,6 +28,29 @@ use crate::reactor::sys::monotonic_ns;
 
 /// How long a GOAWAY of ours may go unanswered when no keep-alive timeout is set.
 const GOAWAY_WAIT_NS: u64 = 5_000_000_000;
+
+/// The keep-alive PING's state, as the sweep last saw it.
+pub(crate) struct KeepAlive {
+    /// `Conn::received` at the last sweep, and since when it has not moved.
+    heard: u64,
+    quiet_since: u64,
+    /// When our PING went out, while its ACK has not come.
+    sent_at: Option<u64>,
+}
+
+impl KeepAlive {
+    pub(crate) fn new(now: u64) -> KeepAlive {
+        KeepAlive { heard: 0, quiet_since: now, sent_at: None }
+    }
+}
+
+/// What the sweep does about keep-alive PINGs.
+enum Ping {
+    Nothing,
+    Send,
+    /// The ACK did not come in time.
+    Dead,
+}
 
 impl H2Conn {
     /// The sweep's check (`ServerState::sweep`); `true` if it ended the connection.
@@ -37,6 +68,9 @@ impl H2Conn {
             (st.core.open_streams() == 0 && st.streams.is_empty(), st.goaway_at)
         };
         super::ws::check_timeouts(slf, now)?;
+        if goaway_at.is_none() && server.timeouts.h2_ping_interval > 0 && Self::keep_alive_ping(slf, now)? {
+            return Ok(true);
+        }
         if let Some(at) = goaway_at {
             let wait = if keep_alive > 0 { keep_alive } else { GOAWAY_WAIT_NS };
             if idle && now.saturating_sub(at) > wait {
@@ -99,6 +133,58 @@ impl H2Conn {
             }
         }
         Self::queue_flush(slf)
+    }
+
+    /// Keep-alive PINGs (see the module docs); `true` if the connection ended.
+    fn keep_alive_ping(slf: &Bound<'_, Self>, now: u64) -> PyResult<bool> {
+        let py = slf.py();
+        let this = slf.get();
+        let t = &this.server.get().timeouts;
+        let ping = {
+            let mut st = this.st.borrow_mut(py)?;
+            let st = &mut *st;
+            let received = st.core.received();
+            let ka = &mut st.ping;
+            if received != ka.heard {
+                ka.heard = received;
+                ka.quiet_since = now;
+            }
+            match ka.sent_at {
+                Some(at) if st.core.ping_out() => {
+                    if now.saturating_sub(at) > t.h2_ping_timeout {
+                        Ping::Dead
+                    } else {
+                        Ping::Nothing
+                    }
+                }
+                _ => {
+                    ka.sent_at = None;
+                    if now.saturating_sub(ka.quiet_since) >= t.h2_ping_interval && st.core.send_ping() {
+                        ka.sent_at = Some(now);
+                        Ping::Send
+                    } else {
+                        Ping::Nothing
+                    }
+                }
+            }
+        };
+        match ping {
+            Ping::Nothing => return Ok(false),
+            Ping::Send => {}
+            Ping::Dead => {
+                if let Some(debug) = &this.server.get().log_debug {
+                    let client = this.st.borrow(py)?.client.clone_ref(py);
+                    debug.call1(py, ("HTTP/2 keep-alive PING unanswered: closing the connection", client))?;
+                }
+                let mut st = this.st.borrow_mut(py)?;
+                // GOAWAY now (a graceful one would wait on another PING); the abort after the
+                // GOAWAY wait (above) covers a client that does not read it either.
+                st.goaway_at = Some(now);
+                st.core.abort(Reason::NO_ERROR);
+            }
+        }
+        Self::run(slf)?;
+        Ok(matches!(ping, Ping::Dead))
     }
 
     /// Graceful shutdown: GOAWAY now; the streams in flight finish; the core closes the

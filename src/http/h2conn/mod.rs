@@ -101,6 +101,8 @@ pub(crate) struct H2State {
     /// When our GOAWAY went out (idle timeout or shutdown), for the abort that follows a
     /// client that never lets the connection end.
     pub(crate) goaway_at: Option<u64>,
+    /// Keep-alive PINGs (`lifecycle.rs`).
+    pub(crate) ping: lifecycle::KeepAlive,
     /// The requests the watch may need, kept while the server tracks them (`watch.rs`).
     pub(crate) watch: watch::Records,
 }
@@ -164,6 +166,7 @@ impl H2Conn {
                     drain_waiters: Vec::new(),
                     since: monotonic_ns(),
                     goaway_at: None,
+                    ping: lifecycle::KeepAlive::new(monotonic_ns()),
                     watch: watch::Records::default(),
                 }),
             },

@@ -1,7 +1,8 @@
 //! A stream's response out: the head (held, as h1 holds it, until the first body or the end
 //! of the loop iteration), the body given to the core as far as the windows allow, the rest
 //! kept on the stream (`Strm::pending`) with a future its `send()` awaits until `Writable`
-//! says the client gave credit; the end, counted and logged; the server's own answers.
+//! says the client gave credit; early hints (103) before the head and trailers after the body;
+//! the end, counted and logged; the server's own answers.
 
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
@@ -12,6 +13,7 @@ use bytes::Bytes;
 use crate::reactor::sys::monotonic_ns;
 
 use super::H2Conn;
+use crate::http::proto::h1::encode::check_field;
 use crate::http::proto::h2::{Reason, SendError};
 use crate::http::stream::message::{disconnect, header_fields, resolve, ClientDisconnected};
 
@@ -163,6 +165,10 @@ pub(super) fn trailers(conn: &Bound<'_, H2Conn>, id: u32, headers: Option<Py<PyA
         Some(h) => header_fields(h.bind(py))?.iter().map(|(n, v)| (n.as_bytes().to_vec(), v.as_bytes().to_vec())).collect(),
         None => Vec::new(),
     };
+    // Refused now, to the application (as HTTP/1.1 does), not when the last message sends them.
+    for (n, v) in &fields {
+        check_field(n, v).map_err(|e| PyValueError::new_err(format!("invalid response trailers: {e}")))?;
+    }
     let started = {
         let mut st = this.st.borrow_mut(py)?;
         let lost = st.lost;
@@ -190,6 +196,28 @@ pub(super) fn trailers(conn: &Bound<'_, H2Conn>, id: u32, headers: Option<Py<PyA
     H2Conn::queue_flush(conn)
 }
 
+/// `http.response.early_hint` on stream `id`: a 103 HEADERS frame (no END_STREAM) with a
+/// `link` field per entry, before the response head.
+pub(super) fn early_hint(conn: &Bound<'_, H2Conn>, id: u32, links: &[Vec<u8>]) -> PyResult<()> {
+    let py = conn.py();
+    {
+        let mut st = conn.get().st.borrow_mut(py)?;
+        let st = &mut *st;
+        let lost = st.lost;
+        match st.streams.get(&id) {
+            None if lost => return Err(ClientDisconnected::new_err("the client disconnected")),
+            None => return Err(PyRuntimeError::new_err("Unexpected ASGI message 'http.response.early_hint' sent, after response already completed.")),
+            Some(s) if s.reset || lost => return Err(ClientDisconnected::new_err("the client reset the stream")),
+            Some(s) if s.start_seen => {
+                return Err(PyRuntimeError::new_err("Unexpected ASGI message 'http.response.early_hint' sent, after response already started."))
+            }
+            Some(_) => {}
+        }
+        st.core.informational(id, 103, links.iter().map(|l| (&b"link"[..], &l[..]))).map_err(send_error)?;
+    }
+    H2Conn::queue_flush(conn)
+}
+
 /// Send stream `id`'s trailers if they are ready and its body has left; they end it.
 fn send_trailers(conn: &Bound<'_, H2Conn>, id: u32) -> PyResult<()> {
     let py = conn.py();
@@ -201,7 +229,12 @@ fn send_trailers(conn: &Bound<'_, H2Conn>, id: u32) -> PyResult<()> {
             return Ok(());
         }
         let fields = std::mem::take(&mut s.trailer_fields);
-        st.core.send_trailers(id, fields.iter().map(|(n, v)| (&n[..], &v[..]))).map_err(send_error)?;
+        if s.te_trailers {
+            st.core.send_trailers(id, fields.iter().map(|(n, v)| (&n[..], &v[..]))).map_err(send_error)?;
+        } else {
+            // The client did not ask for trailers (nor were they announced): the end alone.
+            st.core.send_data(id, b"", true).map_err(send_error)?;
+        }
         true
     };
     if sent {

@@ -62,7 +62,7 @@ impl H2Conn {
             Some(b) => b,
             None => {
                 let io = this.st.borrow(py)?.io.as_ref().map(|i| i.clone_ref(py));
-                ConnScope::new(server.scope_template.bind(py))?.with_tls(py, io.as_ref())?.with_trailers(py)?
+                ConnScope::new(server.scope_template.bind(py))?.with_tls(py, io.as_ref())?
             }
         };
         let scope = base.scope(py, head, &origin, state.as_ref());
@@ -219,6 +219,10 @@ impl Sink for H2Sink {
 
     fn trailers(&self, conn: &Bound<'_, PyAny>, id: u64, headers: Option<Py<PyAny>>, more: bool) -> PyResult<()> {
         respond::trailers(h2(conn), sid(id), headers, more)
+    }
+
+    fn early_hint(&self, conn: &Bound<'_, PyAny>, id: u64, links: &[Vec<u8>]) -> PyResult<()> {
+        respond::early_hint(h2(conn), sid(id), links)
     }
 
     fn body(&self, conn: &Bound<'_, PyAny>, id: u64, body: &Bound<'_, PyBytes>, more: bool) -> PyResult<()> {

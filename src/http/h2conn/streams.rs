@@ -74,6 +74,9 @@ pub(crate) struct Strm {
     pub(crate) expect_trailers: bool,
     pub(crate) trailer_fields: Vec<(Vec<u8>, Vec<u8>)>,
     pub(crate) trailers_ready: bool,
+    /// The request said `te: trailers`: trailers are sent; without it they are dropped (the
+    /// stream ends with an empty DATA instead), as the extension was not announced.
+    pub(crate) te_trailers: bool,
 }
 
 impl Strm {
@@ -106,6 +109,7 @@ impl Strm {
             expect_trailers: false,
             trailer_fields: Vec::new(),
             trailers_ready: false,
+            te_trailers: head.te_trailers,
         }
     }
 

@@ -28,6 +28,9 @@ pub trait RequestHead<'a> {
     fn framing(&self) -> Framing;
     /// The protocol the request asks to upgrade to (h1's `Upgrade`, h2's `:protocol`).
     fn upgrade(&self) -> Option<&'a [u8]>;
+    /// The client accepts response trailers (`te: trailers`; h1 records it while parsing,
+    /// HTTP/2 allows no other `te`).
+    fn te_trailers(&self) -> bool;
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

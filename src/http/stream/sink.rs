@@ -73,15 +73,22 @@ pub(crate) trait Sink: Sync {
     /// the first body or at the end of the loop iteration.
     fn start(&self, conn: &Bound<'_, PyAny>, id: u64, status: u16, headers: Option<Py<PyAny>>) -> PyResult<()>;
     /// The response will end with trailers (ASGI `http.response.start`'s `trailers`): its last
-    /// body does not end it. Only a protocol that announced `http.response.trailers` is told.
+    /// body does not end it, the `trailers` message does.
     fn expect_trailers(&self, _conn: &Bound<'_, PyAny>, _id: u64) -> PyResult<()> {
         Ok(())
     }
     /// `http.response.trailers`: fields (`headers`: the application's object) sent after the
-    /// body; `more`: more trailer messages follow. Refused where the extension is not
-    /// announced (HTTP/1.1).
+    /// body; `more`: more trailer messages follow. Sent only to a client that said
+    /// `te: trailers` (the scope announced the extension to it), else dropped; on HTTP/1.1
+    /// only after a chunked body.
     fn trailers(&self, _conn: &Bound<'_, PyAny>, _id: u64, _headers: Option<Py<PyAny>>, _more: bool) -> PyResult<()> {
         Err(pyo3::exceptions::PyRuntimeError::new_err("Unexpected ASGI message type 'http.response.trailers'."))
+    }
+    /// `http.response.early_hint`: a `103 Early Hints` interim response with one `link` field
+    /// per entry of `links`, before `start`'s head (refused after it); dropped for an HTTP/1.0
+    /// client (RFC 8297 §3 and RFC 9110 §15.2: no 1xx to HTTP/1.0).
+    fn early_hint(&self, _conn: &Bound<'_, PyAny>, _id: u64, _links: &[Vec<u8>]) -> PyResult<()> {
+        Err(pyo3::exceptions::PyRuntimeError::new_err("Unexpected ASGI message type 'http.response.early_hint'."))
     }
     /// Body bytes (`more`: not the last), behind the head.
     fn body(&self, conn: &Bound<'_, PyAny>, id: u64, body: &Bound<'_, PyBytes>, more: bool) -> PyResult<()>;

@@ -36,7 +36,7 @@ use super::date::Stamp;
 use super::decode::{Decoder, Step};
 use super::encode::{canned, Answering, Encoder, HeadWriter};
 use super::error::{EncodeError, Error};
-use super::head::{self, Framing, Head, Meta, Method};
+use super::head::{self, Framing, Head, Meta, Method, Version};
 use super::scan::Scan;
 use super::Limits;
 
@@ -412,8 +412,33 @@ impl Conn {
 
     /// End the current response (the last chunk, if chunked) and say what comes next.
     pub fn end_response(&mut self, out: &mut Vec<u8>) -> Result<After, EncodeError> {
+        self.end_response_with(out, |enc, out| enc.finish(out))
+    }
+
+    /// `end_response` with trailer fields after the last chunk; a body not chunked (a
+    /// Content-Length the application gave, HTTP/1.0, HEAD) ends without them
+    /// (`Encoder::finish_with_trailers`). A refused field fails the response (the connection
+    /// closes).
+    pub fn end_response_with_trailers<'f>(
+        &mut self,
+        out: &mut Vec<u8>,
+        fields: impl IntoIterator<Item = (&'f [u8], &'f [u8])>,
+    ) -> Result<After, EncodeError> {
+        self.end_response_with(out, |enc, out| enc.finish_with_trailers(out, fields).map(drop))
+    }
+
+    /// The request's HTTP version (the current request's, or the last one's).
+    pub fn version(&self) -> Version {
+        self.meta.version
+    }
+
+    fn end_response_with(
+        &mut self,
+        out: &mut Vec<u8>,
+        finish: impl FnOnce(&mut Encoder, &mut Vec<u8>) -> Result<(), EncodeError>,
+    ) -> Result<After, EncodeError> {
         let Writing::Body(enc) = &mut self.writing else { return Err(EncodeError::NotResponding) };
-        if let Err(e) = enc.finish(out) {
+        if let Err(e) = finish(enc, out) {
             // The response cannot be completed: only closing tells the client.
             self.close();
             return Err(e);

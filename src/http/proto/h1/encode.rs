@@ -191,10 +191,58 @@ impl Encoder {
         }
     }
 
+    /// End the body with trailer fields (RFC 9112 §7.1.2): on a chunked body they follow the
+    /// last chunk; any other framing has no place for them, so they are dropped (`Ok(false)`)
+    /// and the body ends as `finish` ends it. Each field is checked as a head's is (a refusal
+    /// leaves `out` as it was); framing and hop-by-hop fields are not written (RFC 9110
+    /// §6.5.1: a trailer must not carry what frames the message).
+    pub fn finish_with_trailers<'f>(
+        &mut self,
+        out: &mut Vec<u8>,
+        fields: impl IntoIterator<Item = (&'f [u8], &'f [u8])>,
+    ) -> Result<bool, EncodeError> {
+        if *self != Encoder::Chunked {
+            return self.finish(out).map(|()| false);
+        }
+        let start = out.len();
+        out.extend_from_slice(b"0\r\n");
+        for (name, value) in fields {
+            if let Err(e) = check_field(name, value) {
+                out.truncate(start);
+                return Err(e);
+            }
+            if !is_framing_field(name) {
+                push_field(out, name, value);
+            }
+        }
+        out.extend_from_slice(b"\r\n");
+        *self = Encoder::Empty;
+        Ok(true)
+    }
+
     /// Whether only closing the connection ends this body.
     pub fn closes(&self) -> bool {
         *self == Encoder::Close
     }
+}
+
+/// A field the writer would refuse in a head: a name that is not a token, a value with CR, LF
+/// or NUL (response splitting).
+pub fn check_field(name: &[u8], value: &[u8]) -> Result<(), EncodeError> {
+    if !is_token(name) {
+        return Err(EncodeError::InvalidHeaderName);
+    }
+    if value.iter().any(|&b| b == b'\r' || b == b'\n' || b == 0) {
+        return Err(EncodeError::InvalidHeaderValue);
+    }
+    Ok(())
+}
+
+/// Fields that frame a message or belong to one connection: never in trailers.
+fn is_framing_field(name: &[u8]) -> bool {
+    [&b"content-length"[..], b"transfer-encoding", b"connection", b"keep-alive", b"te", b"trailer", b"upgrade", b"host"]
+        .iter()
+        .any(|f| name.eq_ignore_ascii_case(f))
 }
 
 /// What kind of response, for framing.

@@ -57,6 +57,8 @@ pub struct Meta {
     pub(super) framing: Framing,
     pub(super) keep_alive: bool,
     pub(super) expect_continue: bool,
+    /// `TE: trailers` (RFC 9110 §10.1.4): the client accepts trailer fields. HTTP/1.1 only.
+    pub(super) te_trailers: bool,
     pub(super) upgrade: Option<Span>,
 }
 
@@ -71,6 +73,7 @@ impl Default for Meta {
             framing: Framing::None,
             keep_alive: false,
             expect_continue: false,
+            te_trailers: false,
             upgrade: None,
         }
     }
@@ -115,7 +118,7 @@ pub fn parse(head: &[u8], limits: &Limits, m: &mut Meta) -> Result<(), Error> {
     let mut host = &b""[..];
     let mut cl = ContentLength::default();
     let mut te = TransferEncoding::default();
-    let (mut close, mut keep_alive, mut conn_upgrade, mut expect) = (false, false, false, false);
+    let (mut close, mut keep_alive, mut conn_upgrade, mut expect, mut trailers) = (false, false, false, false, false);
     m.upgrade = None;
     m.fields.clear();
     for h in req.headers.iter() {
@@ -123,6 +126,8 @@ pub fn parse(head: &[u8], limits: &Limits, m: &mut Meta) -> Result<(), Error> {
         m.fields.push((Span::of(head, name), Span::of(head, value)));
         // Dispatch on length first: most fields are none of these and cost one compare.
         match name.len() {
+            // A two-letter name is rare: this arm costs other fields nothing.
+            2 if name.eq_ignore_ascii_case(b"te") => trailers |= list(value).any(|t| t.eq_ignore_ascii_case(b"trailers")),
             4 if name.eq_ignore_ascii_case(b"host") => {
                 hosts += 1;
                 host = value;
@@ -175,6 +180,8 @@ pub fn parse(head: &[u8], limits: &Limits, m: &mut Meta) -> Result<(), Error> {
     m.keep_alive = !close && (v11 || keep_alive);
     // RFC 9110 §10.1.1: ignore 100-continue from HTTP/1.0; nothing to continue without a body.
     m.expect_continue = v11 && expect && m.framing != Framing::None;
+    // Trailers need chunked framing, which an HTTP/1.0 client cannot read.
+    m.te_trailers = v11 && trailers;
     // RFC 9110 §7.8: Upgrade counts only with `Connection: upgrade`, and never in HTTP/1.0.
     if !(v11 && conn_upgrade) {
         m.upgrade = None;
@@ -483,6 +490,11 @@ impl<'a> Head<'a> {
         self.meta.expect_continue
     }
 
+    /// `TE: trailers` on an HTTP/1.1 request: the client accepts trailer fields.
+    pub fn te_trailers(&self) -> bool {
+        self.meta.te_trailers
+    }
+
     /// The `Upgrade` value when the request asks for one (`Connection: upgrade`, HTTP/1.1).
     pub fn upgrade(&self) -> Option<&'a [u8]> {
         self.meta.upgrade.map(|s| s.get(self.bytes))
@@ -522,6 +534,9 @@ impl<'a> RequestHead<'a> for Head<'a> {
     }
     fn upgrade(&self) -> Option<&'a [u8]> {
         Head::upgrade(self)
+    }
+    fn te_trailers(&self) -> bool {
+        Head::te_trailers(self)
     }
 }
 

@@ -73,6 +73,12 @@ pub struct Conn {
     our_end: Option<ConnError>,
     /// The connection ended; `Closed` is delivered once the streams' `Reset`s are out.
     ending: Option<Option<ConnError>>,
+    /// Our keep-alive PINGs (h2's user pings, taken when the handshake is done), and whether
+    /// one is out without its ACK (`send_ping`).
+    pings: Option<h2::PingPong>,
+    ping_out: bool,
+    /// Bytes fed so far (`received`: whether the peer said anything since a given time).
+    received: u64,
     /// Stream polls made (the tests check that idle streams cost none).
     #[cfg(test)]
     pub(super) stream_polls: usize,
@@ -100,6 +106,9 @@ impl Conn {
             shutdown_requested: false,
             our_end: None,
             ending: None,
+            pings: None,
+            ping_out: false,
+            received: 0,
             #[cfg(test)]
             stream_polls: 0,
         }
@@ -118,6 +127,7 @@ impl Conn {
         if self.is_closed() || data.is_empty() || self.too_many_empty {
             return;
         }
+        self.received += data.len() as u64;
         let data = match self.scan.scan(data) {
             Some(n) => {
                 self.too_many_empty = true;
@@ -193,7 +203,8 @@ impl Conn {
         loop {
             match &mut self.state {
                 State::Handshaking(hs) => match Pin::new(hs).poll(&mut cx) {
-                    Poll::Ready(Ok(c)) => {
+                    Poll::Ready(Ok(mut c)) => {
+                        self.pings = c.ping_pong();
                         self.state = State::Open(c);
                         if self.shutdown_requested {
                             self.graceful_shutdown();
@@ -210,9 +221,17 @@ impl Conn {
                     Poll::Ready(Some(Ok((req, respond)))) => self.accept(req, respond),
                     Poll::Ready(Some(Err(e))) => return self.end(Some(ConnError::from_h2(&e))),
                     Poll::Ready(None) => return self.end(None),
-                    Poll::Pending => return,
+                    Poll::Pending => break,
                 },
                 State::Closed => return,
+            }
+        }
+        // The frames read may hold the ACK of our PING (h2 matched it to its payload).
+        if self.ping_out {
+            if let Some(p) = &mut self.pings {
+                if p.poll_pong(&mut cx).is_ready() {
+                    self.ping_out = false;
+                }
             }
         }
     }
@@ -481,6 +500,33 @@ impl Conn {
             State::Closed => {}
         }
         self.dirty = true;
+    }
+
+    /// Send a PING of ours (keep-alive: is the peer still there?); `false` if one is already
+    /// out without its ACK, or the connection is not open. The ACK clears `ping_out()` during
+    /// a later `poll`: a driver that finds it still set after its timeout ends the connection.
+    pub fn send_ping(&mut self) -> bool {
+        if self.ping_out || !matches!(self.state, State::Open(_)) {
+            return false;
+        }
+        let Some(p) = &mut self.pings else { return false };
+        if p.send_ping(h2::Ping::opaque()).is_err() {
+            return false;
+        }
+        self.ping_out = true;
+        self.dirty = true;
+        true
+    }
+
+    /// How many bytes were fed so far: a driver that sees it unchanged knows the peer has been
+    /// silent (keep-alive PINGs go to a silent peer only).
+    pub fn received(&self) -> u64 {
+        self.received
+    }
+
+    /// A PING of ours is out and its ACK has not come yet.
+    pub fn ping_out(&self) -> bool {
+        self.ping_out
     }
 
     /// Append the bytes to write to `out`: what h2 queued since the last call, encoded now.

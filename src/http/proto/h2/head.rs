@@ -26,7 +26,7 @@
 //! One buffer per head holds every byte the view returns; `Conn` recycles heads, so a
 //! connection in steady state allocates none for them.
 
-use http::header::{CONTENT_LENGTH, COOKIE, HOST};
+use http::header::{CONTENT_LENGTH, COOKIE, HOST, TE};
 use http::request::Parts;
 use http::HeaderMap;
 
@@ -133,6 +133,8 @@ pub struct Head {
     scheme: Option<Span>,
     protocol: Option<Span>,
     framing: Option<Framing>,
+    /// `te: trailers` (h2 refuses any other `te`, RFC 9113 §8.2.2).
+    te_trailers: bool,
 }
 
 impl Head {
@@ -183,6 +185,7 @@ impl Head {
             None if ended => Framing::None,
             None => Framing::Chunked,
         });
+        self.te_trailers = parts.headers.contains_key(TE);
         self.f.extend_from(&parts.headers);
         Ok(())
     }
@@ -232,6 +235,11 @@ impl Head {
     pub fn framing(&self) -> Framing {
         self.framing.unwrap_or(Framing::None)
     }
+
+    /// `te: trailers`: the client accepts response trailers.
+    pub fn te_trailers(&self) -> bool {
+        self.te_trailers
+    }
 }
 
 /// `:path` for anything but a classic CONNECT (RFC 9113 §8.3.1): present, origin-form or `*`
@@ -275,5 +283,8 @@ impl<'a> RequestHead<'a> for &'a Head {
     }
     fn upgrade(&self) -> Option<&'a [u8]> {
         Head::protocol(self)
+    }
+    fn te_trailers(&self) -> bool {
+        Head::te_trailers(self)
     }
 }

@@ -25,6 +25,7 @@
 //! c.send_trailers(id, fields)?                 ends the response
 //! c.reset(id, reason)                          RST_STREAM
 //! c.graceful_shutdown() / c.abort(reason)      GOAWAY: in-flight streams finish / nothing does
+//! c.send_ping() / c.ping_out()                 keep-alive: a PING of ours / its ACK not back yet
 //! c.take_output(&mut out)                      the bytes to write (encodes what is queued)
 //! if c.needs_poll() { poll again }             take_output may have opened send capacity
 //! c.wants_read()                               back-pressure: false while input waits unread

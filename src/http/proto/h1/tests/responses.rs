@@ -260,3 +260,38 @@ fn canned_answers() {
         assert_eq!(text, format!("HTTP/1.1 {status} {reason}\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{reason}", reason.len()));
     }
 }
+
+/// A chunked response ended with `trailers`.
+fn with_trailers(req: &[u8], fields: &[(&[u8], &[u8])], trailers: &[(&[u8], &[u8])]) -> Result<String, EncodeError> {
+    let mut conn = ready(req);
+    let mut out = Vec::new();
+    let mut r = conn.response(&mut out, 200)?;
+    for (n, v) in fields {
+        r.header(n, v)?;
+    }
+    r.end(None, &STAMP)?;
+    conn.write_body(&mut out, b"hi")?;
+    conn.end_response_with_trailers(&mut out, trailers.iter().copied())?;
+    Ok(String::from_utf8_lossy(&out).into_owned())
+}
+
+#[test]
+fn trailers_follow_the_last_chunk_or_are_dropped() {
+    let te = b"GET / HTTP/1.1\r\nHost: a\r\nTE: gzip, trailers\r\n\r\n";
+    assert!(ready(te).head().unwrap().te_trailers());
+    assert!(!ready(GET11).head().unwrap().te_trailers());
+    // HTTP/1.0 cannot read chunked: its `TE: trailers` does not count.
+    assert!(!ready(b"GET / HTTP/1.0\r\nTE: trailers\r\n\r\n").head().unwrap().te_trailers());
+    assert_eq!(
+        with_trailers(te, &[], &[(b"x-checksum", b"abc"), (b"content-length", b"9"), (b"grpc-status", b"0")]).unwrap(),
+        "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\nx-checksum: abc\r\ngrpc-status: 0\r\n\r\n"
+    );
+    // No trailer fields: the plain last chunk.
+    assert_eq!(with_trailers(te, &[], &[]).unwrap(), "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\n\r\n");
+    // A Content-Length the application gave, or an HTTP/1.0 client: nowhere to put them.
+    assert_eq!(with_trailers(te, &[(b"content-length", b"2")], &[(b"x", b"1")]).unwrap(), "HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nhi");
+    assert_eq!(with_trailers(GET10, &[], &[(b"x", b"1")]).unwrap(), "HTTP/1.1 200 OK\r\nconnection: close\r\n\r\nhi");
+    // A field a head would refuse fails the response.
+    assert_eq!(with_trailers(te, &[], &[(b"x", b"a\r\nb: c")]), Err(EncodeError::InvalidHeaderValue));
+    assert_eq!(with_trailers(te, &[], &[(b"bad name", b"1")]), Err(EncodeError::InvalidHeaderName));
+}

@@ -100,3 +100,45 @@ fn client_goaway_lets_open_streams_finish() {
     assert!(r.frames().iter().any(|f| f.ty == DATA && f.id == 1));
     assert!(matches!(evs.last(), Some(Event::Closed { .. })), "{evs:?}");
 }
+
+#[test]
+fn keep_alive_ping_and_its_ack() {
+    let mut r = Raw::new(&Settings::default());
+    let before = r.frames().len();
+    assert!(r.c.send_ping());
+    assert!(r.c.ping_out());
+    // One at a time: a second waits for the first's ACK.
+    assert!(!r.c.send_ping());
+    assert_eq!(r.run(), []);
+    let new: Vec<Frame> = r.frames().split_off(before);
+    let pings: Vec<&Frame> = new.iter().filter(|f| f.ty == PING).collect();
+    assert_eq!(pings.len(), 1);
+    assert_eq!((pings[0].flags, pings[0].id, pings[0].payload.len()), (0, 0, 8));
+    // An ACK with another payload is not ours.
+    assert_eq!(r.send(&frame(PING, ACK, 0, b"12345678")), []);
+    assert!(r.c.ping_out());
+    // A client that answers clears it; the next may go.
+    assert_eq!(r.send(&frame(PING, ACK, 0, &pings[0].payload)), []);
+    assert!(!r.c.ping_out());
+    assert!(r.c.send_ping());
+    assert!(!r.c.is_closed());
+}
+
+#[test]
+fn keep_alive_ping_with_h2s_client() {
+    // h2's client answers PINGs by itself: the ACK comes back within one pump.
+    let mut p = Peer::new();
+    assert!(p.server.send_ping());
+    assert_eq!(p.pump(), []);
+    assert!(!p.server.ping_out());
+    // Beside the graceful shutdown's own PING.
+    let resp = p.get("/x");
+    assert_eq!(p.pump(), [Event::Request { id: 1 }]);
+    p.server.graceful_shutdown();
+    assert!(p.server.send_ping());
+    assert_eq!(p.pump(), []);
+    assert!(!p.server.ping_out());
+    p.server.respond(1, 200, [], true).unwrap();
+    assert_eq!(p.pump(), [Event::Closed { error: None }]);
+    drop(resp);
+}
