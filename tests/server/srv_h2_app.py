@@ -14,6 +14,8 @@ import hashlib
 import json
 from urllib.parse import parse_qs
 
+import srv_hints_app
+
 RESULTS: dict[str, object] = {}
 EVENTS: dict[str, asyncio.Event] = {}
 # Streams that reached the application and hold, by key (`/held?key=K` counts them).
@@ -96,26 +98,8 @@ async def app(scope, receive, send):
         await _json(send, {"size": size})
     elif path == "/trailers":
         # ASGI's http.response.trailers: a body (n bytes, in 64 KiB pieces), then trailers in
-        # two messages.
-        n, piece = int(_q(scope, "n", "10")), 64 * 1024
-        headers = [(b"content-type", b"text/plain")]
-        await send(
-            {"type": "http.response.start", "status": 200, "headers": headers, "trailers": True}
-        )
-        sent = 0
-        while sent < n:
-            k = min(piece, n - sent)
-            await send({"type": "http.response.body", "body": b"t" * k, "more_body": True})
-            sent += k
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
-        await send(
-            {
-                "type": "http.response.trailers",
-                "headers": [(b"x-size", str(n).encode())],
-                "more_trailers": True,
-            }
-        )
-        await send({"type": "http.response.trailers", "headers": [(b"x-done", b"yes")]})
+        # two messages (the trailers tests' endpoint).
+        await srv_hints_app.trailers(scope, send)
     elif path == "/big":
         # A body larger than the client's window, in pieces: `send` must wait for credit.
         n, piece = int(_q(scope, "n", "1048576")), 64 * 1024

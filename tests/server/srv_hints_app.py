@@ -51,7 +51,7 @@ async def _disconnected(receive) -> None:
         pass
 
 
-async def _trailers(scope, send) -> None:
+async def trailers(scope, send) -> None:
     """`n` body bytes in pieces of `piece`, then trailers in two messages; `cl=1`: with the
     application's own Content-Length (no room for trailers on HTTP/1.1)."""
     n, piece = int(_q(scope, "n", "10")), int(_q(scope, "piece", "65536"))
@@ -90,7 +90,7 @@ async def app(scope, receive, send):
         body = json.dumps(sorted(scope.get("extensions", {}))).encode()
         await _answer(send, body, ctype=b"application/json")
     elif path == "/trailers":
-        await _trailers(scope, send)
+        await trailers(scope, send)
     elif path == "/trailers-only":
         # No body message at all: the trailers end the response.
         start = {"type": "http.response.start", "status": 200, "headers": [], "trailers": True}

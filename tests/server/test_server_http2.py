@@ -677,6 +677,13 @@ def test_settings_reach_the_client(ringloop_kind: Kind, pool):
         ("--http2-initial-stream-window-size", "0"),
         ("--http2-initial-connection-window-size", "3000000000"),
         ("--http", "3"),
+        ("--http2-send-timeout", "-1"),
+        ("--http2-max-reset-streams", "0"),
+        ("--http2-max-empty-frames", "-1"),
+        ("--http2-keep-alive-interval", "-1"),
+        ("--http2-keep-alive-interval", "86400001"),
+        ("--http2-keep-alive-timeout", "0"),
+        ("--http2-keep-alive-timeout", "soon"),
     ],
 )
 def test_bad_http2_flag_is_one_clear_error(flag, value):
