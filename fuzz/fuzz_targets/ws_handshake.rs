@@ -1,7 +1,8 @@
 //! Arbitrary upgrade request fields through the WebSocket handshake: never a panic, and when
 //! permessage-deflate is agreed, the answer we write is itself a valid offer that the same
 //! settings accept with the same parameters and the same answer (so what we write parses, and
-//! every value in it is in range).
+//! every value in it is in range). RFC 8441's extended CONNECT judges the same offers the same
+//! way (no key, no `Upgrade`), and its answer carries no HTTP/1.1 field.
 //!
 //! Input layout: byte 0 picks the server's deflate settings (bits 0-1: the no-context-takeover
 //! flags, bits 2-4 and 5-7: server and client window bits 8 + n); the rest is field lines,
@@ -22,7 +23,7 @@ mod proto;
 use proto::ws;
 
 use ws::extension::{negotiate, parse};
-use ws::{check, DeflateConfig};
+use ws::{check, check_extended_connect, DeflateConfig};
 
 fuzz_target!(|data: &[u8]| {
     let Some((&flags, rest)) = data.split_first() else {
@@ -48,6 +49,9 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let _ = up.response_headers(up.subprotocols.first().map(Vec::as_slice), None).count();
+    let h2 = check_extended_connect(b"CONNECT", fields.iter().copied()).expect("what HTTP/1.1 accepts, HTTP/2 does");
+    assert_eq!((&h2.subprotocols, &h2.extensions), (&up.subprotocols, &up.extensions));
+    assert_eq!(h2.response_headers(None, None).count(), 0);
     if let Some((params, answer)) = up.negotiate_deflate(&cfg) {
         assert!((8..=15).contains(&params.server_max_window_bits) && (8..=15).contains(&params.client_max_window_bits));
         let again = parse([answer.as_slice()]).expect("our answer parses");

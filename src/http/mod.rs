@@ -8,7 +8,8 @@
 //! the driver implements, so `asgi`, `native` and `wsgi*` never name `conn`;
 //! `request` turns a `RequestHead` into Python objects, `scope` those into ASGI's `http` scope;
 //! `websocket` runs `ws` over a stream's upgraded channel (`websocket::Channel`, which `conn`
-//! implements: one direction, `conn` names `websocket`, never the reverse) and joins it to
+//! implements after a 101 and `h2conn` for an RFC 8441 extended CONNECT stream: one
+//! direction, the drivers name `websocket`, never the reverse) and joins it to
 //! ASGI's `websocket` scope or a native handler; `asgi` is the ASGI
 //! request cycle (`receive`/`send`); `server` what the connections of one worker share (its
 //! registry of them is `conn`'s: sweep, shutdown, and what the blocking watch reads); `files`

@@ -127,8 +127,8 @@ fn h2_settings(
         max_frame_size,
         max_early_resets: max_reset_streams,
         max_empty_frames,
-        // RFC 8441 (WebSocket over a stream) is not served yet: not announced, so a client
-        // opens its WebSocket over HTTP/1.1.
+        // RFC 8441 (WebSocket over a stream): announced once the WebSocket settings are
+        // known (`ServerState::new`), only where the server serves WebSocket.
         enable_connect_protocol: false,
         ..super::proto::h2::Settings::default()
     })
@@ -364,7 +364,7 @@ impl ServerState {
         http2_keep_alive_timeout: f64,
     ) -> PyResult<ServerState> {
         let http = HttpMode::parse(http)?;
-        let h2 = h2_settings(
+        let mut h2 = h2_settings(
             http2_max_concurrent_streams,
             http2_initial_stream_window_size,
             http2_initial_connection_window_size,
@@ -406,6 +406,9 @@ impl ServerState {
             }
             (other, _) => return Err(PyValueError::new_err(format!("--ws: {other:?} is not one of auto, on, off"))),
         };
+        // SETTINGS_ENABLE_CONNECT_PROTOCOL (RFC 8441) where WebSocket is served: without it
+        // a client opens its WebSocket over HTTP/1.1, and h2 refuses a `:protocol`.
+        h2.enable_connect_protocol = ws.is_some();
         let limits = Limits { max_request_line, max_header_bytes, max_headers: max_headers.min(256), max_body, ..Limits::default() };
         let scheme = PyString::new(py, scheme);
         let root_path = PyString::new(py, root_path);

@@ -1,7 +1,8 @@
 """The harness of the server behaviour suite (imported as `srv_harness`; not a test module).
 
 * `Kind`: what serves a test — ringloop's server on one loop backend, or a reference (uvicorn
-  with httptools or h11 for ASGI, gunicorn's threaded worker for WSGI). `argv()` turns one set
+  with httptools or h11 for ASGI, gunicorn's threaded worker for WSGI, hypercorn for
+  WebSocket over HTTP/2). `argv()` turns one set
   of uvicorn-named settings into each server's command line; settings a server does not have
   are left out (the tests that need them say so with `reference_lax`/`ringloop_only`).
 * `ServerProc`: one real server process on 127.0.0.1 with a free port, its output in a log
@@ -90,6 +91,8 @@ RINGLOOP_KINDS = ("ringloop-io_uring", "ringloop-epoll")
 # when installed; h11 is the strict pure-Python one).
 UVICORN_KINDS = ("uvicorn-httptools", "uvicorn-h11")
 GUNICORN = "gunicorn-gthread"
+# The reference for HTTP/2 WebSocket (RFC 8441): the only Python server that has it.
+HYPERCORN = "hypercorn"
 UVICORN_AND_GUNICORN = (*UVICORN_KINDS, GUNICORN)
 
 
@@ -216,6 +219,12 @@ def argv(kind: Kind, app: str, interface: str, port: int, settings: dict[str, An
             if name in _GUNICORN_FLAGS:
                 cmd += [_GUNICORN_FLAGS[name], str(value)]
         return cmd
+    if kind.name == HYPERCORN:
+        if interface != "asgi":
+            raise ValueError("hypercorn serves asgi")
+        # h2c with prior knowledge and HTTP/1.1 on the one port; its own settings only.
+        cmd = [PYTHON, "-m", "hypercorn", app, "--bind", f"{HOST}:{port}"]
+        return cmd + ["--log-level", settings.pop("log_level", "info")]
     raise ValueError(kind.name)
 
 

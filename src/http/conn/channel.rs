@@ -97,11 +97,11 @@ impl Channel for H1Sink {
         HttpConn::queue_flush(http(conn))
     }
 
-    fn close(&self, conn: &Bound<'_, PyAny>) -> PyResult<()> {
+    fn close(&self, conn: &Bound<'_, PyAny>, _id: u64) -> PyResult<()> {
         HttpConn::close_when_flushed(http(conn))
     }
 
-    fn update_reading(&self, conn: &Bound<'_, PyAny>) -> PyResult<()> {
+    fn update_reading(&self, conn: &Bound<'_, PyAny>, _id: u64) -> PyResult<()> {
         HttpConn::update_reading(http(conn))
     }
 }

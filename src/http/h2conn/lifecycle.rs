@@ -2,7 +2,8 @@
 //! calls: the keep-alive timeout (no stream open for `--timeout-keep-alive`), the send
 //! timeout (a response waiting on a closed window for `--http2-send-timeout` is reset), the
 //! graceful shutdown (GOAWAY: the streams in flight finish, no new one starts, then the
-//! connection closes) and the abort.
+//! connection closes; a WebSocket session gets close 1001 first) and the abort; the sweep's
+//! look at each WebSocket session (keep-alive pings, an unanswered close).
 //!
 //! Keep-alive PINGs (`--http2-keep-alive-interval`/`-timeout`, hyper's `keep_alive_interval`
 //! and `keep_alive_timeout`, which granian passes on): after an interval in which the client
@@ -66,6 +67,7 @@ impl H2Conn {
             }
             (st.core.open_streams() == 0 && st.streams.is_empty(), st.goaway_at)
         };
+        super::ws::check_timeouts(slf, now)?;
         if goaway_at.is_none() && server.timeouts.h2_ping_interval > 0 && Self::keep_alive_ping(slf, now)? {
             return Ok(true);
         }
@@ -188,6 +190,7 @@ impl H2Conn {
     /// Graceful shutdown: GOAWAY now; the streams in flight finish; the core closes the
     /// connection once they have.
     pub(crate) fn begin_shutdown(slf: &Bound<'_, Self>) -> PyResult<()> {
+        super::ws::begin_shutdown(slf)?;
         Self::goaway(slf)
     }
 

@@ -22,7 +22,8 @@
 //! Rooms: this file (state, the transport's calls, `run`), `streams` (one request's state,
 //! its body in), `respond` (its response out, the window's back-pressure), `sink` (the `Sink`
 //! the interfaces call), `files` (static mounts), `lifecycle` (timeouts, graceful shutdown),
-//! `watch` (what `--watch-threshold` reads of its requests).
+//! `watch` (what `--watch-threshold` reads of its requests), `ws` (a WebSocket session over
+//! an extended CONNECT stream, RFC 8441).
 //!
 //! Invariants (as `conn`'s): no `GilCell` borrow is held while Python code runs or a
 //! container object is made (only `str`/`bytes` under a borrow); the application is started
@@ -35,6 +36,7 @@ mod respond;
 mod sink;
 mod streams;
 mod watch;
+mod ws;
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
@@ -49,7 +51,8 @@ use super::host::Host;
 use super::proto::h2::{Conn, Event, Reason};
 use super::request::HeadCopy;
 use super::scope::ConnScope;
-use super::server::ServerState;
+use super::server::{Interface, ServerState};
+use super::websocket::{self, Session};
 use super::stream::message::{disconnect, resolve};
 use super::stream::{Opening, Spare};
 use crate::eventloop::core::LoopCore;
@@ -118,6 +121,8 @@ enum Act {
     Refused(u32, &'static str),
     /// Body (or its end) arrived for a stream whose `receive` may wait.
     Body(u32),
+    /// Bytes (or the end) arrived for a WebSocket session's stream (`ws.rs`).
+    Ws(u32),
     Writable(u32),
     Reset(u32),
     Closed(Option<String>),
@@ -252,16 +257,26 @@ impl H2Conn {
                 Event::Refused { id, rule } => acts.push(Act::Refused(id, rule.rule())),
                 Event::Data { id, data, end } => {
                     if let Some(s) = st.streams.get_mut(&id) {
-                        s.arrived(data, end);
-                        acts.push(Act::Body(id));
+                        if ws::is_session(s) {
+                            ws::arrived(s, data, end);
+                            acts.push(Act::Ws(id));
+                        } else {
+                            s.arrived(data, end);
+                            acts.push(Act::Body(id));
+                        }
                     }
                 }
                 Event::Trailers { id } => {
                     // Request trailers are not given to the application (ASGI has no message
                     // for them): the body is complete.
                     if let Some(s) = st.streams.get_mut(&id) {
-                        s.arrived(bytes::Bytes::new(), true);
-                        acts.push(Act::Body(id));
+                        if ws::is_session(s) {
+                            ws::arrived(s, bytes::Bytes::new(), true);
+                            acts.push(Act::Ws(id));
+                        } else {
+                            s.arrived(bytes::Bytes::new(), true);
+                            acts.push(Act::Body(id));
+                        }
                     }
                 }
                 Event::Writable { id } => acts.push(Act::Writable(id)),
@@ -280,6 +295,7 @@ impl H2Conn {
             Act::Static(id, answer) => Self::serve_static(slf, id, answer),
             Act::Refused(id, rule) => Self::log_rule(this, py, &format!("stream {id} reset: {rule}")),
             Act::Body(id) => streams::answer_receiver(slf, id),
+            Act::Ws(id) => ws::process(slf, id),
             Act::Writable(id) => respond::writable(slf, id),
             Act::Reset(id) => Self::stream_reset(slf, id),
             Act::Closed(error) => {
@@ -304,7 +320,17 @@ impl H2Conn {
             return Self::answer_alone(slf, id, 503, "limit-concurrency");
         }
         let interface = server.interface;
-        let r = crate::http::dispatch(interface).start(Opening { conn: slf.as_any(), sink: &SINK, id: id as u64 }, &head);
+        let r = match interface {
+            // RFC 8441: an extended CONNECT with `:protocol websocket` is a WebSocket session
+            // over the stream (h2 lets `:protocol` through only where it was announced).
+            Interface::Asgi if head.websocket && server.ws.is_some() => {
+                websocket::asgi::start(Session::new(slf.as_any(), id as u64, &SINK), &head).map(drop)
+            }
+            Interface::Native | Interface::NativeAsync if head.websocket && server.ws_handler.is_some() => {
+                websocket::native::start(Session::new(slf.as_any(), id as u64, &SINK), &head).map(drop)
+            }
+            _ => crate::http::dispatch(interface).start(Opening { conn: slf.as_any(), sink: &SINK, id: id as u64 }, &head),
+        };
         let unopened = this.st.borrow(py)?.streams.get(&id).is_some_and(|s| !s.opened());
         if unopened {
             // The interface did not take the stream (it failed before `open`): no one will
@@ -338,6 +364,10 @@ impl H2Conn {
     /// `ClientDisconnected`). The stream is kept, marked, until its application ends.
     fn stream_reset(slf: &Bound<'_, Self>, id: u32) -> PyResult<()> {
         let py = slf.py();
+        if slf.get().st.borrow(py)?.streams.get(&id).is_some_and(ws::is_session) {
+            ws::gone(slf, id)?;
+            return Self::note_idle(slf.get(), py);
+        }
         let (receive, drain, forget) = {
             let mut st = slf.get().st.borrow_mut(py)?;
             let Some(s) = st.streams.get_mut(&id) else { return Ok(()) };
@@ -499,11 +529,18 @@ impl H2Conn {
     pub(crate) fn connection_lost(slf: &Bound<'_, Self>) -> PyResult<()> {
         let py = slf.py();
         let this = slf.get();
-        let (streams, waiters, host, spare, io, transport) = {
+        {
             let mut st = this.st.borrow_mut(py)?;
             st.lost = true;
             st.out.clear();
             st.core.abort(Reason::CANCEL);
+        }
+        // WebSocket sessions hear the end as theirs (1006), native handlers' `on_close` too.
+        for id in ws::sessions(this, py)? {
+            ws::gone(slf, id)?;
+        }
+        let (streams, waiters, host, spare, io, transport) = {
+            let mut st = this.st.borrow_mut(py)?;
             (std::mem::take(&mut st.streams), std::mem::take(&mut st.drain_waiters), st.host.take(), st.spare.take(), st.io.take(), st.transport.take())
         };
         drop((io, transport));

@@ -31,7 +31,7 @@ fn reason_phrase(status: u16) -> &'static str {
     }
 }
 
-fn send_error(e: SendError) -> PyErr {
+pub(super) fn send_error(e: SendError) -> PyErr {
     match e {
         SendError::UnknownStream | SendError::StreamClosed => ClientDisconnected::new_err("the client reset the stream"),
         e => PyValueError::new_err(format!("invalid response: {e}")),
@@ -312,6 +312,7 @@ pub(super) fn writable(conn: &Bound<'_, H2Conn>, id: u32) -> PyResult<()> {
         response_ended(conn, id)?;
     }
     send_trailers(conn, id)?;
+    super::ws::writable(conn, id)?;
     pump(conn, id)
 }
 

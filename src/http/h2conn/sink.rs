@@ -18,6 +18,7 @@ use crate::http::scope::{ConnScope, Origin};
 use crate::http::server::{Interface, ServerState};
 use crate::http::stream::message::{done_future, resolve, Got};
 use crate::http::stream::{InFlight, Peer, Progress, Sink, Spare};
+use crate::http::websocket::{self, Session};
 
 /// The function table every stream of an `H2Conn` holds.
 pub(crate) static SINK: H2Sink = H2Sink;
@@ -25,7 +26,7 @@ pub(crate) static SINK: H2Sink = H2Sink;
 pub(crate) struct H2Sink;
 
 /// The connection a stream holds (always an `H2Conn`: only this module's `SINK` is given one).
-fn h2<'a, 'py>(conn: &'a Bound<'py, PyAny>) -> &'a Bound<'py, H2Conn> {
+pub(super) fn h2<'a, 'py>(conn: &'a Bound<'py, PyAny>) -> &'a Bound<'py, H2Conn> {
     debug_assert!(conn.is_instance_of::<H2Conn>());
     // SAFETY: every `Stream` made with `SINK` holds an `H2Conn` (`H2Conn::start`,
     // `streams::collect` open them with the connection itself): the cast cannot fail.
@@ -33,7 +34,7 @@ fn h2<'a, 'py>(conn: &'a Bound<'py, PyAny>) -> &'a Bound<'py, H2Conn> {
 }
 
 /// Stream ids are HTTP/2's (31 bits); the `Sink` carries them as `u64`.
-fn sid(id: u64) -> u32 {
+pub(super) fn sid(id: u64) -> u32 {
     id as u32
 }
 
@@ -104,13 +105,13 @@ impl Sink for H2Sink {
         {
             let mut st = this.st.borrow_mut(py)?;
             match st.streams.get_mut(&sid(id)) {
-                Some(s) => s.in_flight = Some(in_flight),
+                Some(s) => s.open(in_flight),
                 None => {
                     // Reset before it was opened: kept so that the interface's calls find it
                     // gone.
                     let mut s = Strm::new(py, head);
                     s.reset = true;
-                    s.in_flight = Some(in_flight);
+                    s.open(in_flight);
                     st.streams.insert(sid(id), s);
                 }
             }
@@ -338,17 +339,16 @@ impl Sink for H2Sink {
         Ok(h2(conn).get().loop_(conn.py()).clone())
     }
 
-    // WebSocket over HTTP/2 (RFC 8441) is not served: SETTINGS_ENABLE_CONNECT_PROTOCOL is not
-    // announced, so no stream reaches these.
-    fn ws_receive<'py>(&self, _conn: &Bound<'py, PyAny>, _id: u64) -> PyResult<Bound<'py, PyAny>> {
-        Err(PyRuntimeError::new_err("WebSocket over HTTP/2 is not supported"))
+    // WebSocket over HTTP/2 (RFC 8441): the session runs over the stream (`ws.rs`).
+    fn ws_receive<'py>(&self, conn: &Bound<'py, PyAny>, id: u64) -> PyResult<Bound<'py, PyAny>> {
+        websocket::asgi::receive(Session::new(conn, id, &SINK))
     }
 
-    fn ws_send(&self, _conn: &Bound<'_, PyAny>, _id: u64, _ty: &str, _msg: &Bound<'_, PyDict>) -> PyResult<()> {
-        Err(PyRuntimeError::new_err("WebSocket over HTTP/2 is not supported"))
+    fn ws_send(&self, conn: &Bound<'_, PyAny>, id: u64, ty: &str, msg: &Bound<'_, PyDict>) -> PyResult<()> {
+        websocket::asgi::send(Session::new(conn, id, &SINK), ty, msg)
     }
 
-    fn ws_ended(&self, _conn: &Bound<'_, PyAny>, _id: u64, _error: bool) -> PyResult<bool> {
-        Ok(false)
+    fn ws_ended(&self, conn: &Bound<'_, PyAny>, id: u64, error: bool) -> PyResult<bool> {
+        websocket::asgi::ended(Session::new(conn, id, &SINK), error)
     }
 }

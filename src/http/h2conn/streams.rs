@@ -27,8 +27,13 @@ pub(crate) struct Strm {
     pub(crate) query: Py<PyBytes>,
     /// When the head arrived (CLOCK_MONOTONIC ns), for the access log.
     pub(crate) begun: u64,
-    /// `Sink::open` made it the application's (counted in flight from then).
+    /// `Sink::open` made it the application's (counted in flight from then, until its
+    /// response ended or, for a WebSocket session, its application let it go).
     pub(crate) in_flight: Option<InFlight>,
+    opened: bool,
+    /// An extended CONNECT (RFC 8441) with its WebSocket session, from the session's start
+    /// (`ws.rs`).
+    pub(crate) ws: Option<Box<super::ws::WsStream>>,
     /// `http.response.start` seen: the status, and its fields until the head is sent.
     pub(crate) start_seen: bool,
     pub(crate) status: u16,
@@ -82,6 +87,8 @@ impl Strm {
             query: head.query.clone_ref(py),
             begun: crate::reactor::sys::monotonic_ns(),
             in_flight: None,
+            opened: false,
+            ws: None,
             pending_since: 0,
             start_seen: false,
             status: 0,
@@ -107,7 +114,23 @@ impl Strm {
     }
 
     pub(crate) fn opened(&self) -> bool {
-        self.in_flight.is_some()
+        self.opened
+    }
+
+    /// Count it in flight: the application has it (`Sink::open`).
+    pub(crate) fn open(&mut self, in_flight: InFlight) {
+        self.in_flight = Some(in_flight);
+        self.opened = true;
+    }
+
+    /// Everything buffered, and whether the end came: a WebSocket session's first bytes
+    /// (what the client sent before the `200`), taken when the session opens.
+    pub(crate) fn take_all_body(&mut self) -> (Vec<u8>, bool) {
+        let mut all = Vec::with_capacity(self.body.iter().map(Bytes::len).sum());
+        for c in self.body.drain(..) {
+            all.extend_from_slice(&c);
+        }
+        (all, self.body_end)
     }
 
     /// Body bytes from the core (`end`: the body is complete).
@@ -138,6 +161,9 @@ impl Strm {
         visit.call(&self.receive_waiter)?;
         visit.call(&self.drain)?;
         visit.call(&self.subject)?;
+        if let Some(w) = &self.ws {
+            w.traverse(visit)?;
+        }
         if let Some((r, _)) = &self.collect {
             visit.call(r)?;
         }
@@ -188,10 +214,15 @@ pub(crate) fn poll_body(conn: &Bound<'_, H2Conn>, id: u64) -> PyResult<Got> {
 pub(crate) fn answer_receiver(conn: &Bound<'_, H2Conn>, id: u32) -> PyResult<()> {
     let py = conn.py();
     let this = conn.get();
-    let (waits, collects) = match this.st.borrow(py)?.streams.get(&id) {
-        Some(s) => (s.receive_waiter.is_some(), s.collect.is_some()),
+    let (waits, collects, session) = match this.st.borrow(py)?.streams.get(&id) {
+        Some(s) => (s.receive_waiter.is_some(), s.collect.is_some(), super::ws::is_session(s)),
         None => return Ok(()),
     };
+    if session {
+        // Body that came before the stream became a WebSocket session (in the same batch as
+        // its head) is the session's: it opens the session (`Channel::switch`).
+        return super::ws::process(conn, id);
+    }
     if collects {
         return collect(conn, id);
     }

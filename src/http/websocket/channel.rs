@@ -1,6 +1,6 @@
 //! `Channel`: what a WebSocket session asks of the stream it runs over, once that stream is
 //! upgraded. The driver implements it (HTTP/1.1: the connection itself, after its `101`;
-//! HTTP/2, later: one extended-CONNECT stream, RFC 8441, after its `200`), as it implements the
+//! HTTP/2: one extended-CONNECT stream, RFC 8441, after its `200`), as it implements the
 //! stream's `Sink`, which a channel is first: the session answers its request through the
 //! `Sink` (a refusal, a denial, a failure are HTTP responses on the stream) and runs over the
 //! `Channel` after the accept. So this module names no driver: a `Session` is the connection
@@ -8,8 +8,8 @@
 //!
 //! A session's state lives in the driver's slot for it (`Parts::ws`), lent under the
 //! connection's borrow with the channel's output buffer, where its frames go: the driver frames
-//! that buffer for its protocol (HTTP/1.1 writes it as is; HTTP/2 would carry it in DATA
-//! frames) and decides when it is written (`flush`, `queue_flush`).
+//! that buffer for its protocol (HTTP/1.1 writes it as is; HTTP/2 carries it in DATA frames,
+//! within the stream's window) and decides when it is written (`flush`, `queue_flush`).
 
 use pyo3::prelude::*;
 
@@ -44,7 +44,7 @@ pub(crate) trait Channel: Sink {
     /// `websocket.disconnect` if the stream ends under it.
     fn begin(&self, conn: &Bound<'_, PyAny>, id: u64, session: Box<WsState>) -> PyResult<()>;
     /// Accept the upgrade of stream `id`: its acceptance head with `fields` (HTTP/1.1:
-    /// `101 Switching Protocols`; over HTTP/2 it would be a `200`), and the bytes the peer
+    /// `101 Switching Protocols`; over HTTP/2 a `200`), and the bytes the peer
     /// sent after the request, the session's first. `None`: the stream is over, nothing
     /// written.
     fn switch(&self, conn: &Bound<'_, PyAny>, id: u64, fields: &[(&[u8], &[u8])]) -> PyResult<Option<Vec<u8>>>;
@@ -57,10 +57,12 @@ pub(crate) trait Channel: Sink {
     fn flush(&self, conn: &Bound<'_, PyAny>) -> PyResult<()>;
     /// Write the output at the end of the loop iteration.
     fn queue_flush(&self, conn: &Bound<'_, PyAny>) -> PyResult<()>;
-    /// Close once what is written so far is out.
-    fn close(&self, conn: &Bound<'_, PyAny>) -> PyResult<()>;
-    /// Read the peer, or pause, as the session wants (`websocket::wants_read`).
-    fn update_reading(&self, conn: &Bound<'_, PyAny>) -> PyResult<()>;
+    /// Close once what is written so far is out (HTTP/1.1: the connection; HTTP/2: stream
+    /// `id`, with END_STREAM).
+    fn close(&self, conn: &Bound<'_, PyAny>, id: u64) -> PyResult<()>;
+    /// Read the peer, or pause, as the session of stream `id` wants (`websocket::wants_read`;
+    /// HTTP/2: the bytes the session consumed are the client's credit again).
+    fn update_reading(&self, conn: &Bound<'_, PyAny>, id: u64) -> PyResult<()>;
 }
 
 /// A session's handle on its channel: the connection, the stream's id, the function table.
@@ -110,10 +112,10 @@ impl<'a, 'py> Session<'a, 'py> {
     }
 
     pub(crate) fn close(&self) -> PyResult<()> {
-        self.ch.close(self.conn)
+        self.ch.close(self.conn, self.id)
     }
 
     pub(crate) fn update_reading(&self) -> PyResult<()> {
-        self.ch.update_reading(self.conn)
+        self.ch.update_reading(self.conn, self.id)
     }
 }

@@ -17,9 +17,13 @@ pub(crate) fn check(s: Session<'_, '_>, head: &HeadCopy) -> PyResult<Option<ws::
     let py = s.py();
     let checked = {
         let method = head.method.bind(py).to_str()?.as_bytes().to_vec();
-        let version: &[u8] = if head.http_version(py).bind(py).to_str()? == "1.1" { b"HTTP/1.1" } else { b"HTTP/1.0" };
         let fields: Vec<(&[u8], &[u8])> = head.headers.iter().map(|f| (f.name.bind(py).as_bytes(), f.value.bind(py).as_bytes())).collect();
-        ws::check(&method, version, fields)
+        match head.http_version(py).bind(py).to_str()? {
+            // RFC 8441: an extended CONNECT on an HTTP/2 stream (`:protocol websocket`).
+            "2" => ws::check_extended_connect(&method, fields),
+            "1.1" => ws::check(&method, b"HTTP/1.1", fields),
+            _ => ws::check(&method, b"HTTP/1.0", fields),
+        }
     };
     match checked {
         Ok(u) => Ok(Some(u)),

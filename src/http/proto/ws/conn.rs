@@ -137,6 +137,11 @@ impl Conn {
         self.buf.extend_from_slice(data);
     }
 
+    /// Bytes fed and not consumed yet (HTTP/2 gives the peer credit for the rest).
+    pub fn buffered(&self) -> usize {
+        self.buf.len() - self.pos
+    }
+
     /// The peer closed its side.
     pub fn feed_eof(&mut self) {
         self.eof = true;

@@ -14,6 +14,8 @@ use std::fmt;
 pub enum HandshakeError {
     /// The method is not GET (§4.1: "The method of the request MUST be GET").
     MethodNotGet,
+    /// An extended CONNECT (RFC 8441) whose method is not CONNECT.
+    MethodNotConnect,
     /// The request is not HTTP/1.1 or later (HTTP/1.0 has no `Upgrade`).
     VersionBelowHttp11,
     /// No `Upgrade` field whose token list names `websocket`.
@@ -54,6 +56,7 @@ impl HandshakeError {
         use HandshakeError::*;
         match self {
             MethodNotGet => "ws-method-not-get",
+            MethodNotConnect => "ws-method-not-connect",
             VersionBelowHttp11 => "ws-version-below-http11",
             MissingUpgradeWebsocket => "ws-missing-upgrade-websocket",
             MissingConnectionUpgrade => "ws-missing-connection-upgrade",

@@ -8,6 +8,12 @@
 //! be one of those offered) and the extensions (`negotiate_deflate` picks permessage-deflate).
 //! What it leaves to others: `Host` (h1 checks it) and `Origin` (the application's policy).
 //!
+//! Over HTTP/2 (RFC 8441, `check_extended_connect`) the request is an extended CONNECT with
+//! `:protocol websocket` (h2 has checked the pseudo-headers and that the server announced
+//! SETTINGS_ENABLE_CONNECT_PROTOCOL): no `Upgrade`, `Connection` or `Sec-WebSocket-Key`, so no
+//! `Sec-WebSocket-Accept` in the answer, which is a `200` (§5); the version, subprotocol and
+//! extension rules are RFC 6455's.
+//!
 //! A missing `Sec-WebSocket-Version` gets 426 like a wrong one: either way the answer that
 //! helps the client is the version we speak.
 
@@ -38,8 +44,8 @@ pub fn accept_key(key: &[u8]) -> [u8; 28] {
 /// An upgrade request that passed every rule.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Upgrade {
-    /// The `Sec-WebSocket-Accept` value.
-    pub accept: [u8; 28],
+    /// The `Sec-WebSocket-Accept` value (HTTP/1.1; an extended CONNECT has none).
+    pub accept: Option<[u8; 28]>,
     /// The offered subprotocols, in the client's order.
     pub subprotocols: Vec<Vec<u8>>,
     /// The offered extensions, in the client's order.
@@ -95,9 +101,41 @@ pub fn check<'a>(
     if key.len() != 24 || !STANDARD.decode(key).is_ok_and(|raw| raw.len() == 16) {
         return Err(HandshakeError::InvalidKey);
     }
+    offers(Some(accept_key(key)), &protocols, &extensions)
+}
+
+/// The offers of a request that passed the rules before.
+fn offers(accept: Option<[u8; 28]>, protocols: &[&[u8]], extensions: &[&[u8]]) -> Result<Upgrade, HandshakeError> {
     let subprotocols = extension::tokens(protocols.iter().copied()).ok_or(HandshakeError::InvalidSubprotocol)?;
     let extensions = extension::parse(extensions.iter().copied())?;
-    Ok(Upgrade { accept: accept_key(key), subprotocols: subprotocols.into_iter().map(<[u8]>::to_vec).collect(), extensions })
+    Ok(Upgrade { accept, subprotocols: subprotocols.into_iter().map(<[u8]>::to_vec).collect(), extensions })
+}
+
+/// Judge an HTTP/2 extended CONNECT (RFC 8441 §4-5) whose `:protocol` is `websocket`: the
+/// method, `Sec-WebSocket-Version: 13`, and the offers as over HTTP/1.1.
+pub fn check_extended_connect<'a>(
+    method: &[u8],
+    headers: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
+) -> Result<Upgrade, HandshakeError> {
+    if method != b"CONNECT" {
+        return Err(HandshakeError::MethodNotConnect);
+    }
+    let mut versions = Vec::new();
+    let mut protocols = Vec::new();
+    let mut extensions = Vec::new();
+    for (name, value) in headers {
+        let list = match name {
+            _ if name.eq_ignore_ascii_case(b"sec-websocket-version") => &mut versions,
+            _ if name.eq_ignore_ascii_case(b"sec-websocket-protocol") => &mut protocols,
+            _ if name.eq_ignore_ascii_case(b"sec-websocket-extensions") => &mut extensions,
+            _ => continue,
+        };
+        list.push(value);
+    }
+    if !matches!(versions.as_slice(), [v] if trim(v) == b"13") {
+        return Err(HandshakeError::UnsupportedVersion);
+    }
+    offers(None, &protocols, &extensions)
 }
 
 impl Upgrade {
@@ -112,17 +150,20 @@ impl Upgrade {
         self.subprotocols.iter().any(|p| p == subprotocol)
     }
 
-    /// The fields of the 101 answer, lower-case names: `upgrade`, `connection`,
-    /// `sec-websocket-accept`, and the chosen subprotocol and extensions when there are.
+    /// The fields of the answer, lower-case names: over HTTP/1.1 (the 101) `upgrade`,
+    /// `connection`, `sec-websocket-accept`; then the chosen subprotocol and extensions when
+    /// there are.
     pub fn response_headers<'s>(
         &'s self,
         subprotocol: Option<&'s [u8]>,
         extensions: Option<&'s [u8]>,
     ) -> impl Iterator<Item = (&'static [u8], &'s [u8])> {
-        let fixed: [(&'static [u8], &'s [u8]); 3] =
-            [(b"upgrade", b"websocket"), (b"connection", b"Upgrade"), (b"sec-websocket-accept", &self.accept)];
+        let fixed = self.accept.as_ref().map(|accept| -> [(&'static [u8], &'s [u8]); 3] {
+            [(b"upgrade", b"websocket"), (b"connection", b"Upgrade"), (b"sec-websocket-accept", accept)]
+        });
         fixed
             .into_iter()
+            .flatten()
             .chain(subprotocol.map(|p| (&b"sec-websocket-protocol"[..], p)))
             .chain(extensions.map(|e| (&b"sec-websocket-extensions"[..], e)))
     }

@@ -36,4 +36,4 @@ pub use conn::{Config, Conn, Event, State};
 pub use deflate::Params;
 pub use error::{code, Error, HandshakeError, SendError};
 pub use extension::DeflateConfig;
-pub use handshake::{accept_key, check, Upgrade};
+pub use handshake::{accept_key, check, check_extended_connect, Upgrade};

@@ -272,3 +272,19 @@ fn calls_out_of_turn_are_refused() {
     assert_eq!(p.server.send_data(1, b"", true), Ok(0));
     assert_eq!(p.server.send_data(1, b"x", true), Err(SendError::UnknownStream));
 }
+
+#[test]
+fn extended_connect_refused_where_not_announced() {
+    // `--ws off`: no SETTINGS_ENABLE_CONNECT_PROTOCOL, and h2 refuses a `:protocol` (RFC 8441
+    // §4: a malformed request) before the application could see the stream.
+    let mut r = Raw::new(&Settings { enable_connect_protocol: false, ..Settings::default() });
+    let b = block(&[
+        (b":method", b"CONNECT"),
+        (b":protocol", b"websocket"),
+        (b":scheme", b"https"),
+        (b":path", b"/chat"),
+        (b":authority", b"a.test"),
+    ]);
+    let events = r.send(&frame(HEADERS, END_HEADERS, 1, &b));
+    assert!(!events.iter().any(|e| matches!(e, Event::Request { .. })), "{events:?}");
+}

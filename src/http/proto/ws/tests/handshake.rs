@@ -34,7 +34,7 @@ fn refused(f: Vec<(&[u8], &[u8])>) -> HandshakeError {
 fn rfc6455_sample_key() {
     assert_eq!(&accept_key(KEY), b"s3pPLMBiTxaQ9kYGzzhZRbK+xOo=");
     let up = ok(fields(&[("Sec-WebSocket-Protocol", "chat, superchat"), ("Origin", "http://example.com")]));
-    assert_eq!(&up.accept, b"s3pPLMBiTxaQ9kYGzzhZRbK+xOo=");
+    assert_eq!(&up.accept.unwrap(), b"s3pPLMBiTxaQ9kYGzzhZRbK+xOo=");
     assert_eq!(up.subprotocols, [b"chat".to_vec(), b"superchat".to_vec()]);
     assert!(up.offers_subprotocol(b"chat") && !up.offers_subprotocol(b"Chat"));
     let headers: Vec<_> = up.response_headers(Some(b"chat"), None).collect();
@@ -162,4 +162,27 @@ fn permessage_deflate_negotiation() {
     let (p, v) = up.negotiate_deflate(&d).unwrap();
     assert_eq!((p.server_max_window_bits, v.as_slice()), (9, &b"permessage-deflate; server_max_window_bits=9"[..]));
     assert!(up.response_headers(None, Some(&v)).any(|(n, _)| n == b"sec-websocket-extensions"));
+}
+
+#[test]
+fn rfc8441_extended_connect() {
+    // No Upgrade, Connection or key over HTTP/2: the version and the offers are what count.
+    let f: Vec<(&[u8], &[u8])> = vec![
+        (b"sec-websocket-version", b"13"),
+        (b"sec-websocket-protocol", b"chat, superchat"),
+        (b"sec-websocket-extensions", b"permessage-deflate; client_max_window_bits"),
+    ];
+    let up = check_extended_connect(b"CONNECT", f.clone()).unwrap();
+    assert_eq!(up.accept, None);
+    assert_eq!(up.subprotocols, [b"chat".to_vec(), b"superchat".to_vec()]);
+    assert_eq!(up.extensions.len(), 1);
+    // The answer (a 200) carries no Upgrade, Connection or Sec-WebSocket-Accept.
+    let headers: Vec<_> = up.response_headers(Some(b"chat"), Some(b"permessage-deflate")).collect();
+    assert_eq!(headers, [(&b"sec-websocket-protocol"[..], &b"chat"[..]), (b"sec-websocket-extensions", b"permessage-deflate")]);
+    assert_eq!(check_extended_connect(b"GET", f.clone()), Err(HandshakeError::MethodNotConnect));
+    let missing: Vec<(&[u8], &[u8])> = f[1..].to_vec();
+    let e = check_extended_connect(b"CONNECT", missing).unwrap_err();
+    assert_eq!((e, e.status(), e.header()), (HandshakeError::UnsupportedVersion, 426, Some((&b"sec-websocket-version"[..], &b"13"[..]))));
+    let bad: Vec<(&[u8], &[u8])> = vec![(b"sec-websocket-version", b"13"), (b"sec-websocket-protocol", b"a b")];
+    assert_eq!(check_extended_connect(b"CONNECT", bad), Err(HandshakeError::InvalidSubprotocol));
 }
