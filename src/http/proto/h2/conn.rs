@@ -27,6 +27,7 @@ use http::{Request, Response, StatusCode};
 use super::error::{ConnError, SendError};
 use super::event::{Event, StreamId};
 use super::fields::header_map;
+use super::guard::{Guard, Violation};
 use super::head::{Fields, Head, Method};
 use super::io::{Io, Pipe};
 use super::stream::Stream;
@@ -63,6 +64,10 @@ pub struct Conn {
     /// See `Settings::max_early_resets`.
     early_resets: usize,
     shutdown_requested: bool,
+    /// The frame rules h2 enforces with the wrong code (`guard.rs`), checked before h2 reads.
+    guard: Guard,
+    /// A frame broke one of them while h2 was still handshaking: the GOAWAY once it is open.
+    violation: Option<Violation>,
     /// An end we chose (a limit of ours, `abort`): what `Closed` reports, as h2 calls a
     /// user-initiated GOAWAY a clean end.
     our_end: Option<ConnError>,
@@ -91,6 +96,8 @@ impl Conn {
             spare: Vec::new(),
             early_resets: 0,
             shutdown_requested: false,
+            guard: Guard::default(),
+            violation: None,
             our_end: None,
             ending: None,
             #[cfg(test)]
@@ -104,11 +111,33 @@ impl Conn {
 
     // --- input
 
-    /// Append received bytes. Ignored once closed or after EOF.
+    /// Append received bytes. Ignored once closed or after EOF, and from the first frame that
+    /// breaks a rule of `guard.rs` on (the connection then ends with that rule's code).
     pub fn feed(&mut self, data: &[u8]) {
-        if !self.is_closed() && !data.is_empty() {
-            self.pipe.feed(data);
-            self.dirty = true;
+        if self.is_closed() || data.is_empty() || self.violation.is_some() {
+            return;
+        }
+        match self.guard.scan(data) {
+            Ok(()) => self.pipe.feed(data),
+            Err((n, v)) => {
+                self.pipe.feed(&data[..n]);
+                self.violation = Some(v);
+                if let State::Open(_) = self.state {
+                    self.refuse(v);
+                }
+            }
+        }
+        self.dirty = true;
+    }
+
+    /// GOAWAY with the violated rule's code: the frames before it were h2's to read, the rest
+    /// of the input is dropped.
+    fn refuse(&mut self, v: Violation) {
+        if let State::Open(c) = &mut self.state {
+            c.abrupt_shutdown(v.reason);
+            if self.our_end.is_none() {
+                self.our_end = Some(ConnError::ours(v.reason, v.rule));
+            }
         }
     }
 
@@ -178,7 +207,9 @@ impl Conn {
                 State::Handshaking(hs) => match Pin::new(hs).poll(&mut cx) {
                     Poll::Ready(Ok(c)) => {
                         self.state = State::Open(c);
-                        if self.shutdown_requested {
+                        if let Some(v) = self.violation {
+                            self.refuse(v);
+                        } else if self.shutdown_requested {
                             self.graceful_shutdown();
                         }
                     }

@@ -51,7 +51,8 @@
 //! 5. After `Closed`, nothing more is read and `poll` returns `None`.
 //!
 //! Rooms: `io` the in-memory transport, `wake` the wakers, `head` the request view and the
-//! request rules h2 leaves to its caller, `fields` response fields into h2's types, `event`
+//! request rules h2 leaves to its caller, `guard` the frame rules h2 answers with the wrong
+//! code, `fields` response fields into h2's types, `event`
 //! what `poll` returns, `stream` a stream's state and its poll, `conn` the state machine,
 //! `error` every rule named. Nothing
 //! here knows sockets, rings or Python, and nothing names `crate::`: the fuzz crate includes
@@ -64,6 +65,7 @@ pub mod conn;
 pub mod error;
 pub mod event;
 mod fields;
+mod guard;
 pub mod head;
 mod io;
 mod stream;
