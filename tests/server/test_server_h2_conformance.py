@@ -27,21 +27,8 @@ FRAME_TIMEOUT_MS = 3000
 # Cases that cannot pass for a reason outside our code (the `h2` crate's behaviour, under
 # src/http/proto/h2), each with the reason; they may pass or fail (some by timing), neither
 # is an error. Each still ends the connection or the stream as RFC 9113 asks; what differs is
-# the error code, or (trailers) that the rule is not checked.
-_H2_STREAM_STATE = (
-    "h2 treats a frame on a stream the client already closed as a connection error "
-    "PROTOCOL_ERROR (proto/streams/state.rs), where RFC 9113 §5.1 names STREAM_CLOSED; a "
-    "pre-scan of ours would have to remember every closed stream id to tell one from an "
-    "id that was never opened (which is PROTOCOL_ERROR). Whether a case meets it depends on "
-    "timing: once our answer has closed the stream on both sides, h2 answers the DATA with "
-    "RST_STREAM STREAM_CLOSED and the case passes"
-)
+# the error code, by timing (GOAWAY), or (trailers) that the rule is not checked.
 KNOWN: dict[str, str] = {
-    "half closed remote sends data frame": _H2_STREAM_STATE,
-    "half closed remote sends headers frame": _H2_STREAM_STATE,
-    "closed sends headers frame after rst stream": _H2_STREAM_STATE,
-    "closed sends headers frame": _H2_STREAM_STATE,
-    "sends data frame on invalid stream state": _H2_STREAM_STATE,
     "invalid header block fragment": (
         "h2 reports an HPACK decoding failure as GOAWAY PROTOCOL_ERROR "
         "(codec/framed_read.rs), where RFC 9113 §4.3 names COMPRESSION_ERROR; only an HPACK "

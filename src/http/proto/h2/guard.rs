@@ -15,6 +15,14 @@
 //! | WINDOW_UPDATE, RST_STREAM | a length other than 4 (§6.9, §6.4) | FRAME_SIZE_ERROR |
 //! | PRIORITY | a length other than 5 (§6.3; a connection error is allowed, §5.4) | FRAME_SIZE_ERROR |
 //! | PUSH_PROMISE | sent by a client (§8.4) | PROTOCOL_ERROR |
+//! | DATA, HEADERS | on a stream the client closed: its END_STREAM or RST_STREAM came (§5.1) | STREAM_CLOSED |
+//!
+//! The last needs the client's side of each stream: `Streams` keeps the highest id opened, the
+//! ids the client has not ended yet, and the ranges of ids it skipped (a frame on a skipped id
+//! is h2's PROTOCOL_ERROR, §5.1.1). Both lists are bounded (`MAX_OPEN`, `MAX_SKIPPED`); a
+//! client that outgrows them leaves the rule to h2 (PROTOCOL_ERROR) for the rest of the
+//! connection. h2 answers these frames with PROTOCOL_ERROR, or with STREAM_CLOSED only once
+//! our response has closed the stream too.
 //!
 //! `scan` takes the bytes as fed (a frame may be split anywhere across feeds) and says how
 //! many of them may go to h2: all, or those before the first frame that breaks a rule, with
@@ -32,6 +40,15 @@ const SETTINGS: u8 = 0x4;
 const PUSH_PROMISE: u8 = 0x5;
 const PING: u8 = 0x6;
 const WINDOW_UPDATE: u8 = 0x8;
+const DATA: u8 = 0x0;
+const HEADERS: u8 = 0x1;
+const CONTINUATION: u8 = 0x9;
+const END_STREAM: u8 = 0x1;
+const END_HEADERS: u8 = 0x4;
+/// Streams the client may keep open that `Streams` follows: h2 refuses those past the
+/// concurrency limit, but a client may leave them unended.
+const MAX_OPEN: usize = 256;
+const MAX_SKIPPED: usize = 16;
 const ACK: u8 = 0x1;
 const SETTINGS_INITIAL_WINDOW_SIZE: u16 = 0x4;
 const MAX_WINDOW: u32 = (1 << 31) - 1;
@@ -57,16 +74,71 @@ enum Part {
     Stopped,
 }
 
+/// The client's side of its streams, from the frames it sent (see the module docs).
+#[derive(Debug, Default)]
+struct Streams {
+    /// The highest stream id a HEADERS frame opened (0: none yet).
+    highest: u32,
+    /// Opened and not ended by the client.
+    open: Vec<u32>,
+    /// Ranges of ids (first, last) passed over by a higher one: never opened.
+    skipped: Vec<(u32, u32)>,
+    /// Too many to follow: the rule is left to h2.
+    off: bool,
+    /// A header block is open (a HEADERS frame without END_HEADERS): any frame but its
+    /// CONTINUATION is h2's PROTOCOL_ERROR (§6.10), not a stream-state matter.
+    in_block: bool,
+}
+
+impl Streams {
+    /// A DATA or HEADERS frame from the client on `id` (odd, non-zero); whether it is on a
+    /// stream the client closed.
+    fn on_frame(&mut self, ty: u8, flags: u8, id: u32) -> bool {
+        if self.off {
+            return false;
+        }
+        let end = flags & END_STREAM != 0;
+        if let Some(i) = self.open.iter().position(|&o| o == id) {
+            if end {
+                self.open.swap_remove(i);
+            }
+            return false;
+        }
+        if id > self.highest {
+            // A new stream (DATA on it is h2's: an idle stream). The ids between are skipped.
+            if ty == HEADERS {
+                let first = if self.highest == 0 { 1 } else { self.highest + 2 };
+                if id > first {
+                    self.skipped.push((first, id - 2));
+                }
+                self.highest = id;
+                if !end {
+                    self.open.push(id);
+                }
+                self.off = self.open.len() > MAX_OPEN || self.skipped.len() > MAX_SKIPPED;
+            }
+            return false;
+        }
+        !self.skipped.iter().any(|&(a, b)| (a..=b).contains(&id))
+    }
+}
+
 #[derive(Debug)]
 pub struct Guard {
     part: Part,
     header: [u8; HEADER_LEN],
     entry: [u8; 6],
+    streams: Streams,
 }
 
 impl Default for Guard {
     fn default() -> Guard {
-        Guard { part: Part::Preface(PREFACE_LEN), header: [0; HEADER_LEN], entry: [0; 6] }
+        Guard {
+            part: Part::Preface(PREFACE_LEN),
+            header: [0; HEADER_LEN],
+            entry: [0; 6],
+            streams: Streams::default(),
+        }
     }
 }
 
@@ -144,8 +216,19 @@ impl Guard {
         usize::from(self.header[0]) << 16 | usize::from(self.header[1]) << 8 | usize::from(self.header[2])
     }
 
-    fn check_header(&self) -> Option<Violation> {
+    fn check_header(&mut self) -> Option<Violation> {
         let len = self.len();
+        let ty = self.header[3];
+        let id = u32::from_be_bytes([self.header[5], self.header[6], self.header[7], self.header[8]]) & MAX_WINDOW;
+        let flags = self.header[4];
+        let in_block = self.streams.in_block;
+        self.streams.in_block = match ty {
+            HEADERS | CONTINUATION => flags & END_HEADERS == 0,
+            _ => false,
+        };
+        if !in_block && (ty == DATA || ty == HEADERS) && id % 2 == 1 && self.streams.on_frame(ty, flags, id) {
+            return Some(Violation { reason: Reason::STREAM_CLOSED, rule: "DATA or HEADERS on a stream the client closed" });
+        }
         let size = |rule| Some(Violation { reason: Reason::FRAME_SIZE_ERROR, rule });
         match self.header[3] {
             SETTINGS if self.header[4] & ACK != 0 && len != 0 => size("SETTINGS ACK with a payload"),
@@ -155,6 +238,13 @@ impl Guard {
             RST_STREAM if len != 4 => size("RST_STREAM length not 4"),
             PRIORITY if len != 5 => size("PRIORITY length not 5"),
             PUSH_PROMISE => Some(Violation { reason: Reason::PROTOCOL_ERROR, rule: "PUSH_PROMISE from a client" }),
+            RST_STREAM if id % 2 == 1 => {
+                // The client ended its side: a DATA or HEADERS after it is STREAM_CLOSED.
+                if let Some(i) = self.streams.open.iter().position(|&o| o == id) {
+                    self.streams.open.swap_remove(i);
+                }
+                None
+            }
             _ => None,
         }
     }
@@ -205,8 +295,8 @@ mod tests {
         bytes.extend(frame(SETTINGS, ACK, 0, &[]));
         bytes.extend(frame(WINDOW_UPDATE, 0, 0, &[0, 0, 1, 0]));
         bytes.extend(frame(PING, 0, 0, &[0; 8]));
-        bytes.extend(frame(0x1, 0x5, 1, &[0x82, 0x86, 0x84]));
-        bytes.extend(frame(0x0, 0x1, 1, b"body"));
+        bytes.extend(frame(HEADERS, 0x4, 1, &[0x83, 0x86, 0x84]));
+        bytes.extend(frame(DATA, END_STREAM, 1, b"body"));
         bytes.extend(frame(PRIORITY, 0, 3, &[0, 0, 0, 1, 16]));
         bytes.extend(frame(RST_STREAM, 0, 1, &[0, 0, 0, 8]));
         bytes.extend(frame(0xfa, 0, 0, b"unknown type"));
@@ -234,6 +324,72 @@ mod tests {
             let (n, v) = verdict(&bytes).expect("a violation");
             assert_eq!((n, v.reason), (at, reason), "{}", v.rule);
         }
+    }
+
+    fn handshake() -> Vec<u8> {
+        let mut bytes = PREFACE.to_vec();
+        bytes.extend(frame(SETTINGS, 0, 0, &[]));
+        bytes
+    }
+
+    #[test]
+    fn frames_on_a_stream_the_client_closed_are_stream_closed() {
+        const EH: u8 = 0x4; // END_HEADERS
+        let after = |first: Vec<u8>, then: Vec<u8>| {
+            let mut bytes = handshake();
+            bytes.extend(first);
+            let at = bytes.len();
+            bytes.extend(then);
+            (at, verdict(&bytes))
+        };
+        // HEADERS with END_STREAM, then DATA or HEADERS on it.
+        for then in [frame(DATA, 0, 1, b"x"), frame(HEADERS, EH | END_STREAM, 1, &[0x82])] {
+            let (at, v) = after(frame(HEADERS, EH | END_STREAM, 1, &[0x82]), then);
+            assert_eq!(v.map(|(n, v)| (n, v.reason)), Some((at, Reason::STREAM_CLOSED)));
+        }
+        // DATA with END_STREAM, and the client's RST_STREAM, end it too.
+        let mut body = frame(HEADERS, EH, 3, &[0x83]);
+        body.extend(frame(DATA, END_STREAM, 3, b"x"));
+        let (at, v) = after(body, frame(DATA, 0, 3, b"y"));
+        assert_eq!(v.map(|(n, v)| (n, v.reason)), Some((at, Reason::STREAM_CLOSED)));
+        let mut reset = frame(HEADERS, EH, 5, &[0x83]);
+        reset.extend(frame(RST_STREAM, 0, 5, &[0, 0, 0, 8]));
+        let (at, v) = after(reset, frame(HEADERS, EH, 5, &[0x82]));
+        assert_eq!(v.map(|(n, v)| (n, v.reason)), Some((at, Reason::STREAM_CLOSED)));
+    }
+
+    #[test]
+    fn open_streams_skipped_ids_and_new_ids_are_left_to_h2() {
+        const EH: u8 = 0x4;
+        let mut bytes = handshake();
+        // 1 open (no END_STREAM): its body, trailers, a CONTINUATION are fine.
+        bytes.extend(frame(HEADERS, EH, 1, &[0x83]));
+        bytes.extend(frame(DATA, 0, 1, b"x"));
+        bytes.extend(frame(HEADERS, EH | END_STREAM, 1, &[0x40]));
+        // 7 skips 3 and 5: a HEADERS on 3 is h2's (PROTOCOL_ERROR), as is DATA on idle 9.
+        bytes.extend(frame(HEADERS, EH | END_STREAM, 7, &[0x82]));
+        bytes.extend(frame(HEADERS, EH | END_STREAM, 3, &[0x82]));
+        bytes.extend(frame(DATA, 0, 9, b"x"));
+        // Even ids are h2's too.
+        bytes.extend(frame(DATA, 0, 2, b"x"));
+        // Inside a header block (no END_HEADERS yet) any frame but CONTINUATION is h2's
+        // PROTOCOL_ERROR, even a DATA on the stream the block's END_STREAM closes.
+        bytes.extend(frame(HEADERS, END_STREAM, 11, &[0x82]));
+        bytes.extend(frame(DATA, 0, 11, b"x"));
+        assert_eq!(verdict(&bytes), None);
+    }
+
+    #[test]
+    fn a_client_that_leaves_too_many_streams_open_is_left_to_h2() {
+        let mut g = Guard::default();
+        let mut bytes = handshake();
+        for i in 0..=MAX_OPEN as u32 {
+            bytes.extend(frame(HEADERS, 0x4, 2 * i + 1, &[0x83]));
+        }
+        bytes.extend(frame(DATA, END_STREAM, 1, b"x"));
+        bytes.extend(frame(DATA, 0, 1, b"x"));
+        assert_eq!(g.scan(&bytes), Ok(()));
+        assert!(g.streams.open.len() <= MAX_OPEN + 1);
     }
 
     #[test]
