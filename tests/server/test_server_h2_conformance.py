@@ -1,5 +1,5 @@
 """HTTP/2 conformance: `httpwg` (crates.io `httpwg-cli`, the h2spec replacement from the loona
-project: RFC 9113's 108 cases — preface, frames, stream states, flow control, SETTINGS, PING,
+project: RFC 9113's 107 cases — preface, frames, stream states, flow control, SETTINGS, PING,
 GOAWAY, CONTINUATION, field validity) run against `ringloop serve --http 2` in cleartext.
 
 The binary is installed by `make test` (`cargo install httpwg-cli` into
