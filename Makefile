@@ -84,7 +84,15 @@ test-fuzz: ## 15 s of cargo-fuzz on each parser target, HTTP/1.1 and WebSocket (
 fuzz: ## a long fuzz run: 10 minutes per parser target (HTTP/1.1 and WebSocket)
 	FUZZ_SECONDS=600 bash fuzz/smoke.sh
 
-test-py: $(BUILT_CI) ## pytest: behaviour, conformance (CPython's test_asyncio, Autobahn's selection) and watch tests
+# httpwg (crates.io httpwg-cli: RFC 9113's cases, the h2spec replacement) for
+# tests/server/test_server_h2_conformance.py, built once into a cache outside the checkout.
+HTTPWG_ROOT ?= $(HOME)/.cache/ringloop/httpwg-cli
+HTTPWG := $(HTTPWG_ROOT)/bin/httpwg
+export RINGLOOP_HTTPWG := $(HTTPWG)
+$(HTTPWG):
+	cargo install httpwg-cli --version 0.2.5 --locked --root $(HTTPWG_ROOT)
+
+test-py: $(BUILT_CI) $(HTTPWG) ## pytest: behaviour, conformance (CPython's test_asyncio, Autobahn's selection, httpwg's HTTP/2 cases) and watch tests
 	@# wstest for tests/ws (Python 2.7); if this fails, test_ws_autobahn says why
 	-bash tests/ws/install_autobahn.sh >/dev/null
 	RINGLOOP_REQUIRE=1 $(PY) -m pytest -q -rxX -p no:cacheprovider --durations=40 -m "not slow"

@@ -35,6 +35,10 @@ SUITES: dict[str, tuple[str, str]] = {
         "https_suite",
         "HTTPS servers side by side: keep-alive and full handshakes, CPU µs/request",
     ),
+    "h2": (
+        "h2_suite",
+        "HTTP/2 servers side by side (h2c and TLS, h2load): CPU µs/request, req/s, p99",
+    ),
     "ws": ("ws_suite", "WebSocket servers side by side: echo and broadcast, CPU µs/message"),
     "blocked_fairness": (
         "blocked_fairness",

@@ -27,7 +27,7 @@ use http::{Request, Response, StatusCode};
 use super::error::{ConnError, SendError};
 use super::event::{Event, StreamId};
 use super::fields::header_map;
-use super::frames::Scan;
+use super::guard::{Guard, Violation};
 use super::head::{Fields, Head, Method};
 use super::io::{Io, Pipe};
 use super::stream::Stream;
@@ -63,11 +63,11 @@ pub struct Conn {
     spare: Vec<Head>,
     /// See `Settings::max_early_resets`.
     early_resets: usize,
-    /// The frame headers fed (`Settings::max_empty_frames`), and whether its bound was passed:
-    /// nothing more is fed, GOAWAY ENHANCE_YOUR_CALM at the next drive.
-    scan: Scan,
-    too_many_empty: bool,
     shutdown_requested: bool,
+    /// The frame rules h2 enforces with the wrong code (`guard.rs`), checked before h2 reads.
+    guard: Guard,
+    /// A frame broke one of them while h2 was still handshaking: the GOAWAY once it is open.
+    violation: Option<Violation>,
     /// An end we chose (a limit of ours, `abort`): what `Closed` reports, as h2 calls a
     /// user-initiated GOAWAY a clean end.
     our_end: Option<ConnError>,
@@ -101,9 +101,9 @@ impl Conn {
             round: Vec::new(),
             spare: Vec::new(),
             early_resets: 0,
-            scan: Scan::new(settings.max_empty_frames),
-            too_many_empty: false,
             shutdown_requested: false,
+            guard: Guard::new(settings.max_empty_frames),
+            violation: None,
             our_end: None,
             ending: None,
             pings: None,
@@ -120,23 +120,36 @@ impl Conn {
 
     // --- input
 
-    /// Append received bytes. Ignored once closed or after EOF, and after a flood of empty
-    /// frames (`Settings::max_empty_frames`: the bytes up to the frame past the bound are fed,
-    /// so that h2 names it in its GOAWAY's last stream, the rest are not).
+    /// Append received bytes. Ignored once closed or after EOF, and from the first frame that
+    /// breaks a rule of `guard.rs` on (the connection then ends with that rule's code; a flood
+    /// of empty frames, `Settings::max_empty_frames`, is one of them).
     pub fn feed(&mut self, data: &[u8]) {
-        if self.is_closed() || data.is_empty() || self.too_many_empty {
+        if self.is_closed() || data.is_empty() || self.violation.is_some() {
             return;
         }
         self.received += data.len() as u64;
-        let data = match self.scan.scan(data) {
-            Some(n) => {
-                self.too_many_empty = true;
-                &data[..n]
+        match self.guard.scan(data) {
+            Ok(()) => self.pipe.feed(data),
+            Err((n, v)) => {
+                self.pipe.feed(&data[..n]);
+                self.violation = Some(v);
+                if let State::Open(_) = self.state {
+                    self.refuse(v);
+                }
             }
-            None => data,
-        };
-        self.pipe.feed(data);
+        }
         self.dirty = true;
+    }
+
+    /// GOAWAY with the violated rule's code: the frames before it were h2's to read, the rest
+    /// of the input is dropped.
+    fn refuse(&mut self, v: Violation) {
+        if let State::Open(c) = &mut self.state {
+            c.abrupt_shutdown(v.reason);
+            if self.our_end.is_none() {
+                self.our_end = Some(ConnError::ours(v.reason, v.rule));
+            }
+        }
     }
 
     /// The peer will send nothing more.
@@ -206,17 +219,15 @@ impl Conn {
                     Poll::Ready(Ok(mut c)) => {
                         self.pings = c.ping_pong();
                         self.state = State::Open(c);
-                        if self.shutdown_requested {
+                        if let Some(v) = self.violation {
+                            self.refuse(v);
+                        } else if self.shutdown_requested {
                             self.graceful_shutdown();
                         }
                     }
                     Poll::Ready(Err(e)) => return self.end(Some(ConnError::from_h2(&e))),
                     Poll::Pending => return,
                 },
-                State::Open(c) if self.too_many_empty && self.our_end.is_none() => {
-                    c.abrupt_shutdown(Reason::ENHANCE_YOUR_CALM);
-                    self.our_end = Some(ConnError::ours(Reason::ENHANCE_YOUR_CALM, "too many empty frames in a row"));
-                }
                 State::Open(c) => match c.poll_accept(&mut cx) {
                     Poll::Ready(Some(Ok((req, respond)))) => self.accept(req, respond),
                     Poll::Ready(Some(Err(e))) => return self.end(Some(ConnError::from_h2(&e))),

@@ -29,6 +29,9 @@ pub enum Malformed {
     InvalidPath,
     /// CONNECT without `:protocol` and without `:authority` (RFC 9113 §8.5).
     ConnectWithoutAuthority,
+    /// A field value that starts or ends with SP or HTAB (RFC 9113 §8.2.1: "MUST NOT"; h2's
+    /// HPACK decoder and `http::HeaderValue` let it through).
+    FieldValueWhitespace,
     /// A `host` field that names another authority than `:authority` (RFC 9113 §8.3.1: a
     /// server SHOULD treat it as malformed; two answers to "which host" is a smuggling vector).
     HostMismatch,
@@ -42,6 +45,7 @@ impl Malformed {
             Malformed::PathForm => "path-form",
             Malformed::InvalidPath => "invalid-path",
             Malformed::ConnectWithoutAuthority => "connect-without-authority",
+            Malformed::FieldValueWhitespace => "field-value-whitespace",
             Malformed::HostMismatch => "host-authority-mismatch",
         }
     }

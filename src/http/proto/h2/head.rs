@@ -33,6 +33,12 @@ use http::HeaderMap;
 pub use super::super::head::{Framing, Method, RequestHead, Version};
 use super::error::Malformed;
 
+/// Whether a field value starts or ends with SP or HTAB.
+#[inline]
+fn padded(v: &[u8]) -> bool {
+    matches!(v.first(), Some(b' ' | b'\t')) || matches!(v.last(), Some(b' ' | b'\t'))
+}
+
 /// A byte range of a `Fields` buffer.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 struct Span {
@@ -66,10 +72,14 @@ impl Fields {
         Span { start, end: self.buf.len() as u32 }
     }
 
-    /// Append every field of `map`, the `cookie` values joined into one line.
-    pub(super) fn extend_from(&mut self, map: &HeaderMap) {
+    /// Append every field of `map`, the `cookie` values joined into one line. Whether every
+    /// value is free of leading and trailing whitespace (RFC 9113 §8.2.1; checked here, where
+    /// each value is read anyway).
+    pub(super) fn extend_from(&mut self, map: &HeaderMap) -> bool {
         let mut cookie_done = false;
+        let mut clean = true;
         for (name, value) in map {
+            clean &= !padded(value.as_bytes());
             if name == COOKIE {
                 if cookie_done {
                     continue;
@@ -90,9 +100,10 @@ impl Fields {
             let v = self.push(value.as_bytes());
             self.lines.push((n, v));
         }
+        clean
     }
 
-    /// A new `Fields` from `map` (trailers).
+    /// A new `Fields` from `map` (trailers: their values are passed on as they came).
     pub(super) fn from_map(map: &HeaderMap) -> Fields {
         let mut f = Fields::default();
         f.extend_from(map);
@@ -186,7 +197,9 @@ impl Head {
             None => Framing::Chunked,
         });
         self.te_trailers = parts.headers.contains_key(TE);
-        self.f.extend_from(&parts.headers);
+        if !self.f.extend_from(&parts.headers) {
+            return Err(Malformed::FieldValueWhitespace);
+        }
         Ok(())
     }
 

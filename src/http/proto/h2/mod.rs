@@ -51,9 +51,9 @@
 //!    the cost of a poll does not grow with the streams that did not move.
 //! 5. After `Closed`, nothing more is read and `poll` returns `None`.
 //!
-//! Rooms: `io` the in-memory transport, `frames` a look at the frame headers fed (what h2
-//! does not count), `wake` the wakers, `head` the request view and the
-//! request rules h2 leaves to its caller, `fields` response fields into h2's types, `event`
+//! Rooms: `io` the in-memory transport, `wake` the wakers, `head` the request view and the
+//! request rules h2 leaves to its caller, `guard` the frame rules h2 answers with the wrong
+//! code or does not count (empty frames), `fields` response fields into h2's types, `event`
 //! what `poll` returns, `stream` a stream's state and its poll, `conn` the state machine,
 //! `error` every rule named. Nothing
 //! here knows sockets, rings or Python, and nothing names `crate::`: the fuzz crate includes
@@ -66,7 +66,7 @@ pub mod conn;
 pub mod error;
 pub mod event;
 mod fields;
-mod frames;
+mod guard;
 pub mod head;
 mod io;
 mod stream;

@@ -42,7 +42,7 @@ fn client_reset_during_the_response_gives_a_reset_event() {
 #[test]
 fn malformed_requests_reset_only_their_own_stream() {
     let mut r = Raw::new(&Settings::default());
-    let cases: [(u32, Vec<u8>, Option<Malformed>); 8] = [
+    let cases: [(u32, Vec<u8>, Option<Malformed>); 10] = [
         // h2's own rules (RFC 9113 §8.2.2, §8.3; a :path `http::Uri` refuses): reset inside
         // h2, never seen.
         (1, fields_with(&[(b"connection", b"keep-alive")]), None),
@@ -54,6 +54,8 @@ fn malformed_requests_reset_only_their_own_stream() {
         (11, block(&[(b":method", b"GET"), (b":scheme", b"https"), (b":path", b"*")]), Some(Malformed::PathForm)),
         (13, fields_with(&[(b"host", b"b.test")]), Some(Malformed::HostMismatch)),
         (15, block(&[(b":method", b"CONNECT")]), Some(Malformed::ConnectWithoutAuthority)),
+        (17, fields_with(&[(b"x-a", b" lead")]), Some(Malformed::FieldValueWhitespace)),
+        (19, fields_with(&[(b"x-a", b"trail\t")]), Some(Malformed::FieldValueWhitespace)),
     ];
     for (id, b, rule) in cases {
         let evs = r.send(&frame(HEADERS, END_HEADERS | END_STREAM, id, &b));
@@ -65,11 +67,11 @@ fn malformed_requests_reset_only_their_own_stream() {
     }
     // A host that agrees with :authority is fine.
     let ok = fields_with(&[(b"host", b"A.test")]);
-    assert_eq!(r.send(&frame(HEADERS, END_HEADERS | END_STREAM, 17, &ok)), [Event::Request { id: 17 }]);
-    r.answer(17, b"fine");
+    assert_eq!(r.send(&frame(HEADERS, END_HEADERS | END_STREAM, 21, &ok)), [Event::Request { id: 21 }]);
+    r.answer(21, b"fine");
     assert_eq!(r.run(), []);
     assert_eq!(r.goaway(), None, "the connection lives");
-    assert!(r.frames().iter().any(|f| f.ty == DATA && f.id == 17 && f.payload == b"fine"));
+    assert!(r.frames().iter().any(|f| f.ty == DATA && f.id == 21 && f.payload == b"fine"));
 }
 
 #[test]
