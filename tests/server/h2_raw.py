@@ -46,7 +46,30 @@ __all__ = [
     "RstStreamFrame",
     "STREAM_CLOSED",
     "SettingsFrame",
+    "goaway_of",
+    "split_frames",
 ]
+
+
+def split_frames(buf: bytes) -> tuple[list[bytes], bytes]:
+    """The whole frames at the head of ``buf`` (each its 9-byte header and its payload), and
+    the bytes after them: the clients that hand frames to h2's state machine read this way,
+    taking out those it would not report (GOAWAY's codes, the server's PINGs)."""
+    frames = []
+    while len(buf) >= 9:
+        end = 9 + int.from_bytes(buf[:3], "big")
+        if len(buf) < end:
+            break
+        frames.append(buf[:end])
+        buf = buf[end:]
+    return frames, buf
+
+
+def goaway_of(frame: bytes) -> tuple[int, int] | None:
+    """(last stream id, error code) if ``frame`` is a GOAWAY, else None."""
+    if frame[3] != 0x7:
+        return None
+    return int.from_bytes(frame[9:13], "big") & 0x7FFFFFFF, int.from_bytes(frame[13:17], "big")
 
 
 class RawH2:

@@ -27,6 +27,7 @@ import h2.events
 import h2.settings
 import httpx
 import pytest
+from h2_raw import goaway_of, split_frames
 from srv_harness import HOST, Kind, tls_files, wait_until
 
 APP = "srv_h2_app:app"
@@ -123,16 +124,11 @@ class H2Client:
         if not chunk:
             self.closed = True
             return
-        self._buf += chunk
+        whole, self._buf = split_frames(self._buf + chunk)
         frames = b""
-        while len(self._buf) >= 9:
-            length = int.from_bytes(self._buf[:3], "big")
-            if len(self._buf) < 9 + length:
-                break
-            frame, self._buf = self._buf[: 9 + length], self._buf[9 + length :]
-            if frame[3] == 0x7:  # GOAWAY
-                last = int.from_bytes(frame[9:13], "big") & 0x7FFFFFFF
-                self.goaways.append((last, int.from_bytes(frame[13:17], "big")))
+        for frame in whole:
+            if (g := goaway_of(frame)) is not None:
+                self.goaways.append(g)
             else:
                 frames += frame
         for ev in self.conn.receive_data(frames):

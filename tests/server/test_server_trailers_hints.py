@@ -32,6 +32,7 @@ import h2.events
 import h11
 import httpx
 import pytest
+from h2_raw import goaway_of, split_frames
 from srv_harness import HOST, Kind, tls_files, wait_until
 
 APP = "srv_hints_app:app"
@@ -360,19 +361,13 @@ class H2:
         if not chunk:
             self.closed = True
             return
-        self._buf += chunk
+        whole, self._buf = split_frames(self._buf + chunk)
         frames = b""
-        while len(self._buf) >= 9:
-            length = int.from_bytes(self._buf[:3], "big")
-            if len(self._buf) < 9 + length:
-                break
-            frame, self._buf = self._buf[: 9 + length], self._buf[9 + length :]
-            kind, flags = frame[3], frame[4]
-            if kind == 0x7:  # GOAWAY
-                last = int.from_bytes(frame[9:13], "big") & 0x7FFFFFFF
-                self.goaways.append((last, int.from_bytes(frame[13:17], "big")))
+        for frame in whole:
+            if (g := goaway_of(frame)) is not None:
+                self.goaways.append(g)
                 continue
-            if kind == 0x6 and not flags & 0x1:
+            if frame[3] == 0x6 and not frame[4] & 0x1:  # a PING of the server's
                 self.pings += 1
             frames += frame
         for ev in self.conn.receive_data(frames):
