@@ -12,9 +12,11 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-from urllib.parse import parse_qs
 
 import srv_hints_app
+from srv_asgi_bits import answer as _answer
+from srv_asgi_bits import lifespan
+from srv_asgi_bits import q as _q
 
 RESULTS: dict[str, object] = {}
 EVENTS: dict[str, asyncio.Event] = {}
@@ -22,19 +24,8 @@ EVENTS: dict[str, asyncio.Event] = {}
 HELD: dict[str, int] = {}
 
 
-def _q(scope, name: str, default=None):
-    values = parse_qs(scope["query_string"].decode("latin-1")).get(name)
-    return values[0] if values else default
-
-
 def _event(key: str) -> asyncio.Event:
     return EVENTS.setdefault(key, asyncio.Event())
-
-
-async def _answer(send, body: bytes, status: int = 200, ctype: bytes = b"text/plain") -> None:
-    headers = [(b"content-type", ctype), (b"content-length", str(len(body)).encode())]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
 
 
 async def _json(send, value, status: int = 200) -> None:
@@ -43,13 +34,7 @@ async def _json(send, value, status: int = 200) -> None:
 
 async def app(scope, receive, send):
     if scope["type"] == "lifespan":
-        while True:
-            m = await receive()
-            if m["type"] == "lifespan.startup":
-                await send({"type": "lifespan.startup.complete"})
-            elif m["type"] == "lifespan.shutdown":
-                await send({"type": "lifespan.shutdown.complete"})
-                return
+        return await lifespan(receive, send)
     path = scope["path"]
     if path == "/":
         await _answer(send, b"hello over " + scope["http_version"].encode())

@@ -8,19 +8,15 @@ DATA frames (flow control, content-length mismatches) meet a server that consume
 
 from __future__ import annotations
 
+from srv_asgi_bits import lifespan
+
 BODY = b"ringloop answers"
 HEADERS = [(b"content-type", b"text/plain"), (b"content-length", str(len(BODY)).encode())]
 
 
 async def app(scope, receive, send):
     if scope["type"] == "lifespan":
-        while True:
-            m = await receive()
-            if m["type"] == "lifespan.startup":
-                await send({"type": "lifespan.startup.complete"})
-            elif m["type"] == "lifespan.shutdown":
-                await send({"type": "lifespan.shutdown.complete"})
-                return
+        return await lifespan(receive, send)
     more = True
     while more:
         m = await receive()
