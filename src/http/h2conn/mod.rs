@@ -257,7 +257,7 @@ impl H2Conn {
                 Event::Refused { id, rule } => acts.push(Act::Refused(id, rule.rule())),
                 Event::Data { id, data, end } => {
                     if let Some(s) = st.streams.get_mut(&id) {
-                        if ws::is_session(s) {
+                        if streams::is_session(s) {
                             ws::arrived(s, data, end);
                             acts.push(Act::Ws(id));
                         } else {
@@ -270,7 +270,7 @@ impl H2Conn {
                     // Request trailers are not given to the application (ASGI has no message
                     // for them): the body is complete.
                     if let Some(s) = st.streams.get_mut(&id) {
-                        if ws::is_session(s) {
+                        if streams::is_session(s) {
                             ws::arrived(s, bytes::Bytes::new(), true);
                             acts.push(Act::Ws(id));
                         } else {
@@ -294,9 +294,20 @@ impl H2Conn {
             Act::Start(id, head) => Self::start(slf, id, head),
             Act::Static(id, answer) => Self::serve_static(slf, id, answer),
             Act::Refused(id, rule) => Self::log_rule(this, py, &format!("stream {id} reset: {rule}")),
-            Act::Body(id) => streams::answer_receiver(slf, id),
+            Act::Body(id) => {
+                // Body that came before the stream became a WebSocket session (in the same
+                // batch as its head) is the session's: it opens the session (`Channel::switch`).
+                if this.st.borrow(py)?.streams.get(&id).is_some_and(streams::is_session) {
+                    ws::process(slf, id)
+                } else {
+                    streams::answer_receiver(slf, id)
+                }
+            }
             Act::Ws(id) => ws::process(slf, id),
-            Act::Writable(id) => respond::writable(slf, id),
+            Act::Writable(id) => {
+                respond::writable(slf, id)?;
+                ws::writable(slf, id)
+            }
             Act::Reset(id) => Self::stream_reset(slf, id),
             Act::Closed(error) => {
                 if let Some(e) = error {
@@ -364,7 +375,7 @@ impl H2Conn {
     /// `ClientDisconnected`). The stream is kept, marked, until its application ends.
     fn stream_reset(slf: &Bound<'_, Self>, id: u32) -> PyResult<()> {
         let py = slf.py();
-        if slf.get().st.borrow(py)?.streams.get(&id).is_some_and(ws::is_session) {
+        if slf.get().st.borrow(py)?.streams.get(&id).is_some_and(streams::is_session) {
             ws::gone(slf, id)?;
             return Self::note_idle(slf.get(), py);
         }

@@ -312,7 +312,6 @@ pub(super) fn writable(conn: &Bound<'_, H2Conn>, id: u32) -> PyResult<()> {
         response_ended(conn, id)?;
     }
     send_trailers(conn, id)?;
-    super::ws::writable(conn, id)?;
     pump(conn, id)
 }
 

@@ -16,6 +16,7 @@ use pyo3::{PyTraverseError, PyVisit};
 use super::H2Conn;
 use crate::http::body::Collected;
 use crate::http::request::HeadCopy;
+use crate::http::websocket::WsState;
 use crate::http::stream::message::{body_message, disconnect, resolve, Got};
 use crate::http::stream::InFlight;
 
@@ -33,7 +34,7 @@ pub(crate) struct Strm {
     opened: bool,
     /// An extended CONNECT (RFC 8441) with its WebSocket session, from the session's start
     /// (`ws.rs`).
-    pub(crate) ws: Option<Box<super::ws::WsStream>>,
+    pub(crate) ws: Option<Box<WsStream>>,
     /// `http.response.start` seen: the status, and its fields until the head is sent.
     pub(crate) start_seen: bool,
     pub(crate) status: u16,
@@ -215,13 +216,12 @@ pub(crate) fn answer_receiver(conn: &Bound<'_, H2Conn>, id: u32) -> PyResult<()>
     let py = conn.py();
     let this = conn.get();
     let (waits, collects, session) = match this.st.borrow(py)?.streams.get(&id) {
-        Some(s) => (s.receive_waiter.is_some(), s.collect.is_some(), super::ws::is_session(s)),
+        Some(s) => (s.receive_waiter.is_some(), s.collect.is_some(), is_session(s)),
         None => return Ok(()),
     };
     if session {
-        // Body that came before the stream became a WebSocket session (in the same batch as
-        // its head) is the session's: it opens the session (`Channel::switch`).
-        return super::ws::process(conn, id);
+        // A session's bytes are the codec's (`ws::process`, which `H2Conn::act` calls for it).
+        return Ok(());
     }
     if collects {
         return collect(conn, id);
@@ -274,4 +274,39 @@ pub(crate) fn collect(conn: &Bound<'_, H2Conn>, id: u32) -> PyResult<()> {
         dispatch.collected(at, request, body.finish(py))?;
     }
     Ok(())
+}
+
+/// A WebSocket session's side of its stream (`Strm::ws`), from `Channel::begin`.
+pub(crate) struct WsStream {
+    /// The session (`None` once it was refused or denied: the stream is an HTTP one again).
+    pub(super) slot: Option<Box<WsState>>,
+    /// Frames written under `parts`, handed to the stream right after.
+    pub(super) out: Vec<u8>,
+    /// Bytes fed to the codec, and credit given back for them (`update_reading`).
+    pub(super) fed: usize,
+    pub(super) released: usize,
+    /// When bytes last arrived (the keep-alive ping's clock).
+    pub(super) since: u64,
+    /// END_STREAM once what waits has left (`close`).
+    pub(super) end_wanted: bool,
+    /// END_STREAM went, or the stream was reset: nothing more goes out.
+    pub(super) ended: bool,
+    /// The application let the stream go (`release`).
+    pub(super) app_done: bool,
+    /// The client's END_STREAM came before the session opened: the codec's EOF at the start.
+    pub(super) eof_at_open: bool,
+}
+
+impl WsStream {
+    pub(crate) fn traverse(&self, visit: &PyVisit<'_>) -> Result<(), PyTraverseError> {
+        match self.slot.as_deref().and_then(|w| w.native.as_ref()) {
+            Some(n) => visit.call(n),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Whether stream `s` carries a session (in its handshake or open).
+pub(crate) fn is_session(s: &Strm) -> bool {
+    s.ws.as_deref().is_some_and(|w| w.slot.is_some())
 }

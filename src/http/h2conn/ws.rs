@@ -24,50 +24,14 @@
 
 use bytes::Bytes;
 use pyo3::prelude::*;
-use pyo3::{PyTraverseError, PyVisit};
 
 use super::sink::{h2, sid, H2Sink, SINK};
-use super::streams::Strm;
+use super::streams::{is_session, Strm, WsStream};
 use super::{respond, H2Conn};
 use crate::http::proto::ws;
 use crate::http::stream::message::resolve;
 use crate::http::websocket::{self, Channel, Parts, Phase, Session, WsState};
 use crate::reactor::sys::monotonic_ns;
-
-/// A WebSocket session's side of its stream (`Strm::ws`), from `Channel::begin`.
-pub(crate) struct WsStream {
-    /// The session (`None` once it was refused or denied: the stream is an HTTP one again).
-    slot: Option<Box<WsState>>,
-    /// Frames written under `parts`, handed to the stream right after.
-    out: Vec<u8>,
-    /// Bytes fed to the codec, and credit given back for them (`update_reading`).
-    fed: usize,
-    released: usize,
-    /// When bytes last arrived (the keep-alive ping's clock).
-    since: u64,
-    /// END_STREAM once what waits has left (`close`).
-    end_wanted: bool,
-    /// END_STREAM went, or the stream was reset: nothing more goes out.
-    ended: bool,
-    /// The application let the stream go (`release`).
-    app_done: bool,
-    /// The client's END_STREAM came before the session opened: the codec's EOF at the start.
-    eof_at_open: bool,
-}
-
-impl WsStream {
-    pub(crate) fn traverse(&self, visit: &PyVisit<'_>) -> Result<(), PyTraverseError> {
-        match self.slot.as_deref().and_then(|w| w.native.as_ref()) {
-            Some(n) => visit.call(n),
-            None => Ok(()),
-        }
-    }
-}
-
-/// Whether stream `s` carries a session (in its handshake or open).
-pub(super) fn is_session(s: &Strm) -> bool {
-    s.ws.as_deref().is_some_and(|w| w.slot.is_some())
-}
 
 /// DATA for stream `s` (a session: `is_session`), under the connection's borrow: an open
 /// session's codec takes it, one in its handshake keeps it on the stream.
