@@ -128,7 +128,7 @@ SID := scripts/sid-chroot.sh
 SID_BUILD := CARGO_PROFILE_RELEASE_LTO=off CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16
 PY314_TESTS ?= tests
 PY315_TESTS ?= tests
-test-py314: ## pytest on CPython 3.14 in a Debian sid chroot (made on first use, as root, then cached)
+test-py314: $(HTTPWG) ## pytest on CPython 3.14 in a Debian sid chroot (made on first use, as root, then cached)
 	$(SID_BUILD) $(SID) run --python 3.14 -- bash scripts/sid-suite.sh $(PY314_TESTS)
 
 # What `make test` runs on 3.14 (the full suite runs on 3.11): the loop, transport and server
@@ -142,10 +142,10 @@ test-py314: ## pytest on CPython 3.14 in a Debian sid chroot (made on first use,
 PY314_CI_TESTS := tests/loop tests/transport tests/server tests/http/test_app_tasks.py tests/watch \
 	--ignore=tests/transport/test_read_order_stress.py --ignore=tests/transport/test_load.py \
 	--ignore=tests/server/test_server_load.py
-test-py314-ci:
+test-py314-ci: $(HTTPWG)
 	$(SID_BUILD) $(SID) run --python 3.14 -- bash scripts/sid-suite.sh $(PY314_CI_TESTS)
 
-test-py315: ## the same on CPython 3.15
+test-py315: $(HTTPWG) ## the same on CPython 3.15
 	$(SID_BUILD) $(SID) run --python 3.15 -- bash scripts/sid-suite.sh $(PY315_TESTS)
 
 stress: $(BUILT) ## long read-path stress: 2,000 seeded scenarios per loop kind, cores busy (about 15 min)

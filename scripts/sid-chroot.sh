@@ -25,8 +25,9 @@
 #   scripts/sid-chroot.sh pythons
 #       Print the Python versions installed in the chroot, one per line (3.14, maybe 3.15).
 #
-# Mounts (/proc, /sys, /dev, /dev/pts, /tmp, ~/.cargo, ~/.rustup, the checkout, and the host's
-# Python 2.7 with ~/.local for Autobahn's wstest when there is one) are made in a
+# Mounts (/proc, /sys, /dev, /dev/pts, /tmp, ~/.cargo, ~/.rustup, the checkout, httpwg's
+# install root (RINGLOOP_HTTPWG), and the host's Python 2.7 with ~/.local for Autobahn's
+# wstest when there is one) are made in a
 # private mount namespace (unshare --mount) that exists only while the command runs: they vanish
 # with its last process even if the script is killed, never show in the host's mount table, and
 # `rm -rf` of the cache can never reach through a leftover bind mount into the host.
@@ -63,8 +64,11 @@ mount_and_chroot() {
     mount --rbind /sys "$root/sys"
     mount --rbind /dev "$root/dev"          # with /dev/pts and /dev/shm under it
     mount --bind /tmp "$root/tmp"
-    local d
-    for d in "$HOME/.cargo" "$HOME/.rustup" "$CHECKOUT"; do
+    # httpwg (the HTTP/2 conformance suite's binary, built on the host by make test: a
+    # bookworm binary runs on sid's newer libc), where RINGLOOP_HTTPWG names it.
+    local d wg=""
+    [ -n "${RINGLOOP_HTTPWG:-}" ] && wg=$(dirname "$(dirname "$RINGLOOP_HTTPWG")")
+    for d in "$HOME/.cargo" "$HOME/.rustup" "$CHECKOUT" ${wg:+"$wg"}; do
         [ -d "$d" ] || continue
         mkdir -p "$root$d"
         mount --bind "$d" "$root$d"
