@@ -56,7 +56,7 @@ use super::proto::h1::{After, Conn, Event, Phase, Stamp};
 use super::server::{HttpMode, ServerState};
 use super::stream::message::resolve;
 use super::stream::Spare;
-use self::watch::Records;
+use crate::http::stream::records::Records;
 use super::websocket::{self, Session, WsState};
 use self::sink::SINK;
 use crate::eventloop::core::LoopCore;

@@ -20,56 +20,17 @@
 //! background work that blocks and then returns, has finished before the slice ends, so its
 //! cycle (`cycle.rs`) and its coroutine's frames are gone by the time the report is built.
 //! Each record is replaced by the connection's next request of its kind, and goes with the
-//! connection: an idle keep-alive connection holds its last scope until then.
+//! connection: an idle keep-alive connection holds its last scope until then. The records
+//! themselves are both drivers' (`stream/records.rs`); this file notes HTTP/1.1's and serves
+//! every connection's to the watch.
 
 use std::sync::atomic::Ordering;
 
 use pyo3::prelude::*;
-use pyo3::{PyTraverseError, PyVisit};
 
 use super::HttpConn;
 use crate::http::server::ServerState;
-use crate::reactor::sys::monotonic_ns;
-
-/// One request, as the watch needs it.
-pub(crate) struct Recent {
-    /// The ASGI scope (after the application has run: routers add `route`, `endpoint`), or
-    /// the native `Request`.
-    subject: Py<PyAny>,
-    /// The connection's count of the request (1 for its first): with the connection's id,
-    /// a request id unique in the worker.
-    cycle: u64,
-    /// When the request began (CLOCK_MONOTONIC ns).
-    begun: u64,
-}
-
-impl Recent {
-    fn clone_ref(&self, py: Python<'_>) -> Recent {
-        Recent { subject: self.subject.clone_ref(py), cycle: self.cycle, begun: self.begun }
-    }
-}
-
-/// A connection's records (see the module docs).
-#[derive(Default)]
-pub(crate) struct Records {
-    latest: Option<Recent>,
-    hosted: Option<Recent>,
-    /// The latest task of a request's own, and its request.
-    spawned: Option<(Py<PyAny>, Recent)>,
-}
-
-impl Records {
-    pub(crate) fn traverse(&self, visit: &PyVisit<'_>) -> Result<(), PyTraverseError> {
-        for r in [&self.latest, &self.hosted].into_iter().flatten() {
-            visit.call(&r.subject)?;
-        }
-        if let Some((task, r)) = &self.spawned {
-            visit.call(task)?;
-            visit.call(&r.subject)?;
-        }
-        Ok(())
-    }
-}
+use crate::http::stream::records;
 
 fn tracking(conn: &HttpConn) -> bool {
     conn.server.get().track_requests.load(Ordering::Relaxed)
@@ -81,9 +42,8 @@ pub(crate) fn note_start(conn: &HttpConn, py: Python<'_>, cycle: u64, subject: &
     if !tracking(conn) {
         return Ok(());
     }
-    let recent = Recent { subject: subject.clone().unbind(), cycle, begun: monotonic_ns() };
     // The previous record is dropped after the borrow ends: dropping a scope may run finalizers.
-    let old = conn.st.borrow_mut(py)?.watch.latest.replace(recent);
+    let old = conn.st.borrow_mut(py)?.watch.started(subject, cycle);
     drop(old);
     Ok(())
 }
@@ -94,11 +54,7 @@ pub(crate) fn note_hosted(conn: &HttpConn, py: Python<'_>) -> PyResult<()> {
     if !tracking(conn) {
         return Ok(());
     }
-    let old = {
-        let mut st = conn.st.borrow_mut(py)?;
-        let latest = st.watch.latest.as_ref().map(|r| r.clone_ref(py));
-        std::mem::replace(&mut st.watch.hosted, latest)
-    };
+    let old = conn.st.borrow_mut(py)?.watch.hosted(py);
     drop(old);
     Ok(())
 }
@@ -108,11 +64,7 @@ pub(crate) fn note_spawned(conn: &HttpConn, py: Python<'_>, task: &Bound<'_, PyA
     if !tracking(conn) {
         return Ok(());
     }
-    let old = {
-        let mut st = conn.st.borrow_mut(py)?;
-        let latest = st.watch.latest.as_ref().map(|r| (task.clone().unbind(), r.clone_ref(py)));
-        std::mem::replace(&mut st.watch.spawned, latest)
-    };
+    let old = conn.st.borrow_mut(py)?.watch.spawned(py, task);
     drop(old);
     Ok(())
 }
@@ -151,29 +103,17 @@ impl ServerState {
                 }
                 continue;
             }
-            let (host, records) = {
+            let (host, mut records, client) = {
                 let st = http.get().st.borrow(py)?;
-                let w = &st.watch;
-                let mut records: Vec<(&'static str, Option<Py<PyAny>>, Recent)> = Vec::new();
-                if let Some(r) = &w.latest {
-                    records.push(("latest", None, r.clone_ref(py)));
-                }
-                if let Some(r) = &w.hosted {
-                    records.push(("hosted", None, r.clone_ref(py)));
-                }
-                if let Some((t, r)) = &w.spawned {
-                    records.push(("spawned", Some(t.clone_ref(py)), r.clone_ref(py)));
-                }
-                let host = st.host.as_ref().map(|h| h.clone_ref(py));
-                (host, records.into_iter().map(|rec| (rec, st.client.clone_ref(py))).collect::<Vec<_>>())
+                (st.host.as_ref().map(|h| h.clone_ref(py)), st.watch.rows(py), st.client.clone_ref(py))
             };
             let host_task = match host {
                 Some(h) => h.get().current_task(py)?,
                 None => None,
             };
-            for ((kind, task, r), client) in records {
-                let task = if kind == "hosted" { host_task.as_ref().map(|t| t.clone_ref(py)) } else { task };
-                rows.push((id, kind, task, r.subject, r.cycle, r.begun, client));
+            records::with_host_task(py, &mut records, host_task.as_ref());
+            for (kind, task, subject, cycle, begun) in records {
+                rows.push((id, kind, task, subject, cycle, begun, client.clone_ref(py)));
             }
         }
         Ok(rows)

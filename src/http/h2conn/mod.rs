@@ -104,7 +104,7 @@ pub(crate) struct H2State {
     /// Keep-alive PINGs (`lifecycle.rs`).
     pub(crate) ping: lifecycle::KeepAlive,
     /// The requests the watch may need, kept while the server tracks them (`watch.rs`).
-    pub(crate) watch: watch::Records,
+    pub(crate) watch: crate::http::stream::records::Records,
 }
 
 #[pyclass(module = "ringloop._core", frozen, weakref)]
@@ -167,7 +167,7 @@ impl H2Conn {
                     since: monotonic_ns(),
                     goaway_at: None,
                     ping: lifecycle::KeepAlive::new(monotonic_ns()),
-                    watch: watch::Records::default(),
+                    watch: crate::http::stream::records::Records::default(),
                 }),
             },
         )?;

@@ -1,6 +1,7 @@
 //! What `ringloop serve --watch-threshold` reads of an HTTP/2 connection's requests: the
-//! records `conn/watch.rs` keeps for HTTP/1.1 (read there, through `HttpConn`, by
-//! `ServerState._recent_requests`), and one more kind for the streams in flight.
+//! records both drivers keep (`stream/records.rs`; read, through `HttpConn`, by
+//! `ServerState._recent_requests` in `conn/watch.rs`), and one more kind for the streams in
+//! flight.
 //!
 //! - `latest`: the stream whose application started last (a block in a first step, run
 //!   inline by the read callback, is charged to the request that began inside the slice);
@@ -17,48 +18,9 @@
 use std::sync::atomic::Ordering;
 
 use pyo3::prelude::*;
-use pyo3::{PyTraverseError, PyVisit};
 
 use super::H2Conn;
-use crate::reactor::sys::monotonic_ns;
-
-/// One request as the watch needs it: its subject (the ASGI scope, the native `Request`), its
-/// stream id (the request's number on the connection) and when it began.
-pub(crate) struct Recent {
-    subject: Py<PyAny>,
-    id: u64,
-    begun: u64,
-}
-
-impl Recent {
-    fn clone_ref(&self, py: Python<'_>) -> Recent {
-        Recent { subject: self.subject.clone_ref(py), id: self.id, begun: self.begun }
-    }
-}
-
-#[derive(Default)]
-pub(crate) struct Records {
-    latest: Option<Recent>,
-    hosted: Option<Recent>,
-    spawned: Option<(Py<PyAny>, Recent)>,
-}
-
-impl Records {
-    pub(crate) fn traverse(&self, visit: &PyVisit<'_>) -> Result<(), PyTraverseError> {
-        for r in [&self.latest, &self.hosted].into_iter().flatten() {
-            visit.call(&r.subject)?;
-        }
-        if let Some((task, r)) = &self.spawned {
-            visit.call(task)?;
-            visit.call(&r.subject)?;
-        }
-        Ok(())
-    }
-}
-
-/// One record: `(kind, task, subject, request number, begun ns)` (`conn/watch.rs` adds the
-/// connection's id and client).
-pub(crate) type Row = (&'static str, Option<Py<PyAny>>, Py<PyAny>, u64, u64);
+use crate::http::stream::records::{self, Row};
 
 impl H2Conn {
     fn tracking(&self) -> bool {
@@ -70,13 +32,12 @@ impl H2Conn {
         if !self.tracking() {
             return Ok(());
         }
-        let recent = Recent { subject: subject.clone().unbind(), id, begun: monotonic_ns() };
         let old = {
             let mut st = self.st.borrow_mut(py)?;
             if let Some(s) = st.streams.get_mut(&(id as u32)) {
                 s.subject = Some(subject.clone().unbind());
             }
-            st.watch.latest.replace(recent)
+            st.watch.started(subject, id)
         };
         // Dropped after the borrow: dropping a scope may run finalizers.
         drop(old);
@@ -88,11 +49,7 @@ impl H2Conn {
         if !self.tracking() {
             return Ok(());
         }
-        let old = {
-            let mut st = self.st.borrow_mut(py)?;
-            let latest = st.watch.latest.as_ref().map(|r| r.clone_ref(py));
-            std::mem::replace(&mut st.watch.hosted, latest)
-        };
+        let old = self.st.borrow_mut(py)?.watch.hosted(py);
         drop(old);
         Ok(())
     }
@@ -102,11 +59,7 @@ impl H2Conn {
         if !self.tracking() {
             return Ok(());
         }
-        let old = {
-            let mut st = self.st.borrow_mut(py)?;
-            let latest = st.watch.latest.as_ref().map(|r| (task.clone().unbind(), r.clone_ref(py)));
-            std::mem::replace(&mut st.watch.spawned, latest)
-        };
+        let old = self.st.borrow_mut(py)?.watch.spawned(py, task);
         drop(old);
         Ok(())
     }
@@ -116,18 +69,7 @@ impl H2Conn {
     pub(crate) fn watch_rows(&self, py: Python<'_>) -> PyResult<(Vec<Row>, Py<PyAny>)> {
         let (mut rows, host, client) = {
             let st = self.st.borrow(py)?;
-            let w = &st.watch;
-            let mut rows: Vec<Row> = Vec::new();
-            let mut push = |kind, task, r: &Recent| rows.push((kind, task, r.subject.clone_ref(py), r.id, r.begun));
-            if let Some(r) = &w.latest {
-                push("latest", None, r);
-            }
-            if let Some(r) = &w.hosted {
-                push("hosted", None, r);
-            }
-            if let Some((t, r)) = &w.spawned {
-                push("spawned", Some(t.clone_ref(py)), r);
-            }
+            let mut rows = st.watch.rows(py);
             for (&id, s) in &st.streams {
                 if let Some(subject) = &s.subject {
                     rows.push(("stream", None, subject.clone_ref(py), id as u64, s.begun));
@@ -139,9 +81,7 @@ impl H2Conn {
             Some(h) => h.get().current_task(py)?,
             None => None,
         };
-        for row in rows.iter_mut().filter(|r| r.0 == "hosted") {
-            row.1 = host_task.as_ref().map(|t| t.clone_ref(py));
-        }
+        records::with_host_task(py, &mut rows, host_task.as_ref());
         Ok((rows, client))
     }
 }

@@ -13,6 +13,7 @@
 
 pub(crate) mod dispatch;
 pub(crate) mod message;
+pub(crate) mod records;
 pub(crate) mod sink;
 
 use std::sync::atomic::{AtomicU64, Ordering};
