@@ -12,7 +12,7 @@ use super::{watch, HttpConn};
 use crate::http::asgi;
 use crate::http::body::Collected;
 use crate::http::request::HeadCopy;
-use crate::http::server::{Interface, ServerState};
+use crate::http::server::ServerState;
 use crate::http::stream::message::{done_future, resolve, Got};
 use crate::http::stream::{InFlight, Peer, Progress, Sink, Spare};
 use crate::http::websocket::{self, Session};
@@ -189,26 +189,6 @@ impl Sink for H1Sink {
 
     fn spawn(&self, conn: &Bound<'_, PyAny>, coro: &Bound<'_, PyAny>) -> PyResult<()> {
         HttpConn::spawn(http(conn), coro, None, None)
-    }
-
-    fn app_name(&self, conn: &Bound<'_, PyAny>) -> &'static str {
-        match http(conn).get().server.get().interface {
-            Interface::Asgi => "ASGI callable",
-            Interface::Wsgi => "WSGI application",
-            _ => "native handler",
-        }
-    }
-
-    fn log_error(&self, conn: &Bound<'_, PyAny>, message: String, exc: &Bound<'_, PyAny>) -> PyResult<()> {
-        http(conn).get().server.get().log_error.call1(conn.py(), (message, exc)).map(drop)
-    }
-
-    fn runner<'py>(&self, conn: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
-        Ok(http(conn).get().server.get().runner.bind(conn.py()).clone())
-    }
-
-    fn loop_<'py>(&self, conn: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
-        Ok(http(conn).get().server.get().loop_.bind(conn.py()).clone())
     }
 
     fn ws_receive<'py>(&self, conn: &Bound<'py, PyAny>, id: u64) -> PyResult<Bound<'py, PyAny>> {

@@ -15,7 +15,7 @@ use crate::http::body::Collected;
 use crate::http::host::Host;
 use crate::http::request::{self, HeadCopy};
 use crate::http::scope::{ConnScope, Origin};
-use crate::http::server::{Interface, ServerState};
+use crate::http::server::ServerState;
 use crate::http::stream::message::{done_future, resolve, Got};
 use crate::http::stream::{InFlight, Peer, Progress, Sink, Spare};
 use crate::http::websocket::{self, Session};
@@ -317,26 +317,6 @@ impl Sink for H2Sink {
 
     fn spawn(&self, conn: &Bound<'_, PyAny>, coro: &Bound<'_, PyAny>) -> PyResult<()> {
         H2Conn::spawn(h2(conn), coro, None, None)
-    }
-
-    fn app_name(&self, conn: &Bound<'_, PyAny>) -> &'static str {
-        match h2(conn).get().server.get().interface {
-            Interface::Asgi => "ASGI callable",
-            Interface::Wsgi => "WSGI application",
-            _ => "native handler",
-        }
-    }
-
-    fn log_error(&self, conn: &Bound<'_, PyAny>, message: String, exc: &Bound<'_, PyAny>) -> PyResult<()> {
-        h2(conn).get().server.get().log_error.call1(conn.py(), (message, exc)).map(drop)
-    }
-
-    fn runner<'py>(&self, conn: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
-        Ok(h2(conn).get().server.get().runner.bind(conn.py()).clone())
-    }
-
-    fn loop_<'py>(&self, conn: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
-        Ok(h2(conn).get().loop_(conn.py()).clone())
     }
 
     // WebSocket over HTTP/2 (RFC 8441): the session runs over the stream (`ws.rs`).

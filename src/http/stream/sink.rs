@@ -13,7 +13,7 @@ use pyo3::types::{PyBytes, PyDict, PyString};
 use super::dispatch::Spare;
 use super::message::Got;
 use crate::http::request::HeadCopy;
-use crate::http::server::ServerState;
+use crate::http::server::{Interface, ServerState};
 use crate::transport::stream::StreamIO;
 
 /// The connection's ends, for a request object: `(host, port)` or `None` each, and the
@@ -122,12 +122,24 @@ pub(crate) trait Sink: Sync {
     /// Run `coro` for this stream in the connection's task.
     fn spawn(&self, conn: &Bound<'_, PyAny>, coro: &Bound<'_, PyAny>) -> PyResult<()>;
     /// What the application is called in logs ("ASGI callable", …).
-    fn app_name(&self, conn: &Bound<'_, PyAny>) -> &'static str;
+    fn app_name(&self, conn: &Bound<'_, PyAny>) -> &'static str {
+        match self.server(conn).interface {
+            Interface::Asgi => "ASGI callable",
+            Interface::Wsgi => "WSGI application",
+            _ => "native handler",
+        }
+    }
     /// The server's error log (`log_error(message, exc)`).
-    fn log_error(&self, conn: &Bound<'_, PyAny>, message: String, exc: &Bound<'_, PyAny>) -> PyResult<()>;
+    fn log_error(&self, conn: &Bound<'_, PyAny>, message: String, exc: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.server(conn).log_error.call1(conn.py(), (message, exc)).map(drop)
+    }
     /// The server's Python runner (`ringloop.server.asgi`'s `run_asgi` helpers).
-    fn runner<'py>(&self, conn: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>>;
-    fn loop_<'py>(&self, conn: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>>;
+    fn runner<'py>(&self, conn: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        Ok(self.server(conn).runner.bind(conn.py()).clone())
+    }
+    fn loop_<'py>(&self, conn: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        Ok(self.server(conn).loop_.bind(conn.py()).clone())
+    }
 
     /// WebSocket (a session over the stream's upgraded channel): ASGI's `receive`.
     fn ws_receive<'py>(&self, conn: &Bound<'py, PyAny>, id: u64) -> PyResult<Bound<'py, PyAny>>;
