@@ -15,6 +15,8 @@ use pyo3::types::{PyDict, PyString};
 use pyo3::{PyTraverseError, PyVisit};
 
 use super::proto::h1::{DateCache, Limits};
+use super::request::{forwarded, HeadCopy};
+use super::scope::{ConnScope, Origin};
 use crate::eventloop::gil_cell::GilCell;
 use crate::reactor::sys::monotonic_ns;
 
@@ -291,6 +293,23 @@ impl ServerState {
     }
 
     /// Count one finished request; `true` when it was the last one `max_requests` allows.
+    /// The ASGI `http` scope of `head` on a connection whose reused scope is `base`, from a
+    /// peer at `client` (its proxy headers obeyed when the peer is `trusted` and the server
+    /// trusts proxies) seen at `local`: both drivers' `Sink::scope`.
+    pub(crate) fn request_scope<'py>(&self, py: Python<'py>, base: &mut ConnScope, head: &HeadCopy, client: Py<PyAny>, local: &Py<PyAny>, trusted: bool) -> PyResult<Bound<'py, PyDict>> {
+        let (mut client, mut scheme) = (client, self.scheme.clone_ref(py));
+        if trusted {
+            if let Some(check) = &self.proxy_trusted {
+                let (c, s) = forwarded(py, head, check.bind(py))?;
+                client = c.unwrap_or(client);
+                scheme = s.unwrap_or(scheme);
+            }
+        }
+        let state = self.lifespan_state.borrow(py)?.as_ref().map(|s| s.clone_ref(py));
+        let origin = Origin { client: &client, local, scheme: &scheme };
+        base.scope(py, head, &origin, state.as_ref())
+    }
+
     pub(crate) fn count_request(&self) -> bool {
         let n = self.requests.fetch_add(1, Ordering::Relaxed) + 1;
         self.max_requests == Some(n)

@@ -12,8 +12,8 @@ use super::sink::SINK;
 use super::{watch, HttpConn};
 use crate::http::asgi;
 use crate::http::host::{Host, RequestName};
-use crate::http::request::{self, HeadCopy};
-use crate::http::scope::{ConnScope, Origin};
+use crate::http::request::HeadCopy;
+use crate::http::scope::ConnScope;
 use crate::http::server::Interface;
 use crate::http::stream::Opening;
 use crate::http::websocket::{self, Session};
@@ -120,22 +120,12 @@ impl HttpConn {
             let mut st = this.st.borrow_mut(py)?;
             (st.client.clone_ref(py), st.local.clone_ref(py), st.peer_trusted, st.scope.take())
         };
-        let (mut client, mut scheme) = (client, server.scheme.clone_ref(py));
-        if trusted {
-            if let Some(check) = &server.proxy_trusted {
-                let (c, s) = request::forwarded(py, head, check.bind(py))?;
-                client = c.unwrap_or(client);
-                scheme = s.unwrap_or(scheme);
-            }
-        }
-        let state = server.lifespan_state.borrow(py)?.as_ref().map(|s| s.clone_ref(py));
-        let origin = Origin { client: &client, local: &local, scheme: &scheme };
         // Taken out of the state while in use: making the scope allocates containers.
         let mut base = match base {
             Some(b) => b,
             None => ConnScope::new(server.scope_template.bind(py))?.with_tls(py, this.st.borrow(py)?.io())?,
         };
-        let scope = base.scope(py, head, &origin, state.as_ref())?;
+        let scope = server.request_scope(py, &mut base, head, client, &local, trusted)?;
         this.st.borrow_mut(py)?.scope = Some(base);
         Ok(scope)
     }

@@ -13,8 +13,8 @@ use super::{respond, H2Conn};
 use crate::http::asgi;
 use crate::http::body::Collected;
 use crate::http::host::Host;
-use crate::http::request::{self, HeadCopy};
-use crate::http::scope::{ConnScope, Origin};
+use crate::http::request::HeadCopy;
+use crate::http::scope::ConnScope;
 use crate::http::server::ServerState;
 use crate::http::stream::message::{done_future, resolve, Got};
 use crate::http::stream::{InFlight, Peer, Progress, Sink, Spare};
@@ -48,16 +48,6 @@ impl H2Conn {
             let mut st = this.st.borrow_mut(py)?;
             (st.client.clone_ref(py), st.local.clone_ref(py), st.peer_trusted, st.scope.take())
         };
-        let (mut client, mut scheme) = (client, server.scheme.clone_ref(py));
-        if trusted {
-            if let Some(check) = &server.proxy_trusted {
-                let (c, s) = request::forwarded(py, head, check.bind(py))?;
-                client = c.unwrap_or(client);
-                scheme = s.unwrap_or(scheme);
-            }
-        }
-        let state = server.lifespan_state.borrow(py)?.as_ref().map(|s| s.clone_ref(py));
-        let origin = Origin { client: &client, local: &local, scheme: &scheme };
         let mut base = match base {
             Some(b) => b,
             None => {
@@ -65,7 +55,7 @@ impl H2Conn {
                 ConnScope::new(server.scope_template.bind(py))?.with_tls(py, io.as_ref())?
             }
         };
-        let scope = base.scope(py, head, &origin, state.as_ref());
+        let scope = server.request_scope(py, &mut base, head, client, &local, trusted);
         this.st.borrow_mut(py)?.scope = Some(base);
         scope
     }
