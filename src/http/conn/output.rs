@@ -81,13 +81,7 @@ impl HttpConn {
             (std::mem::take(&mut st.out), st.io.as_ref().map(|i| i.clone_ref(py)), st.transport.as_ref().map(|t| t.clone_ref(py)), st.close_after)
         };
         if !out.is_empty() {
-            match (&io, &transport) {
-                (Some(io), _) => StreamIO::write_slice(io.bind(py), &out)?,
-                (None, Some(t)) => {
-                    t.call_method1(py, intern!(py, "write"), (PyBytes::new(py, &out),))?;
-                }
-                (None, None) => {}
-            }
+            StreamIO::write_to(py, io.as_ref(), transport.as_ref(), &out)?;
             out.clear();
         }
         {

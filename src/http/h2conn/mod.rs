@@ -42,7 +42,6 @@ use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 
 use pyo3::prelude::*;
-use pyo3::types::PyBytes;
 use pyo3::{intern, PyTraverseError, PyVisit};
 
 use self::sink::SINK;
@@ -479,13 +478,7 @@ impl H2Conn {
         };
         let mut out = out;
         if !out.is_empty() {
-            match (&io, &transport) {
-                (Some(io), _) => StreamIO::write_slice(io.bind(py), &out)?,
-                (None, Some(t)) => {
-                    t.call_method1(py, intern!(py, "write"), (PyBytes::new(py, &out),))?;
-                }
-                (None, None) => {}
-            }
+            StreamIO::write_to(py, io.as_ref(), transport.as_ref(), &out)?;
             out.clear();
         }
         {

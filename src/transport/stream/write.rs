@@ -316,6 +316,17 @@ impl StreamIO {
         Self::after_send(slf, next)
     }
 
+    /// A protocol's write to whichever transport it has: ringloop's own (`io`, `write_slice`),
+    /// else another loop's (`transport.write`, with a `bytes` object), else nowhere (the
+    /// connection is gone). The HTTP drivers' output path.
+    pub(crate) fn write_to(py: Python<'_>, io: Option<&Py<Self>>, transport: Option<&Py<PyAny>>, data: &[u8]) -> PyResult<()> {
+        match (io, transport) {
+            (Some(io), _) => Self::write_slice(io.bind(py), data),
+            (None, Some(t)) => t.call_method1(py, intern!(py, "write"), (PyBytes::new(py, data),)).map(drop),
+            (None, None) => Ok(()),
+        }
+    }
+
     /// A native protocol's write of a `bytes` it holds (a large response body): queued as is,
     /// never copied.
     pub(crate) fn write_bytes(slf: &Bound<'_, Self>, data: &Bound<'_, PyBytes>) -> PyResult<()> {
