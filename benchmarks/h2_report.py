@@ -181,37 +181,18 @@ def charts(result: dict[str, Any], outdir: Path) -> list[Path]:
 def _chart(
     result: dict[str, Any], keys: list[str], field: str, what: str, path: Path, tail: str
 ) -> Path:
-    plt = reporting.pyplot()
-    names = list(result["subjects"])
-    fig, axes = plt.subplots(1, len(keys), figsize=(4.2 * len(keys) + 1.5, 0.36 * len(names) + 2))
-    axes = axes if len(keys) > 1 else [axes]
     labels = result["settings"]["scenario_labels"]
-    for col, key in enumerate(keys):
-        ax = axes[col]
-        ys = list(range(len(names)))[::-1]
-        values = [(_cell(result, n, key) or {}).get(field) for n in names]
-        top = max((v for v in values if v is not None), default=1.0)
-        for y, name, value in zip(ys, names, values, strict=True):
-            c = _cell(result, name, key)
-            if value is not None:
-                colour = COLOURS.get(name, COLOURS.get(name.split("-")[0], "#333333"))
-                ax.barh(y, value, color=colour)
-                shown = fmt_us(value) if field == "cpu_us" else fmt_rate(value)
-                ax.text(value, y, f" {shown}", va="center", fontsize="x-small")
-            elif c is not None:
-                ax.text(0, y, f" {_status(c)}", va="center", fontsize="x-small", color="#aa0000")
-        low = min((v for v in values if v), default=top)
-        if top > 20 * low:
-            # hypercorn costs ~50x the others: on a linear axis they would be slivers.
-            ax.set_xscale("log")
-            ax.set_xlim(low / 2, top * 3)
-            ax.set_title(f"{labels[key]} (log scale)", fontsize="medium")
-        else:
-            ax.set_xlim(0, top * 1.3)
-            ax.set_title(labels[key], fontsize="medium")
-        ax.set_yticks(ys)
-        ax.set_yticklabels(names if col == 0 else [""] * len(names), fontsize="small")
-        ax.grid(axis="x", alpha=0.3)
-    fig.suptitle(f"{what}: server on CPU 0, h2load -c64 -m10 on CPU 1 ({tail})", fontsize="medium")
-    fig.tight_layout()
-    return reporting.save_figure(fig, path)
+    return reporting.scenario_panels(
+        result,
+        keys,
+        field,
+        f"{what}: server on CPU 0, h2load -c64 -m10 on CPU 1 ({tail})",
+        path,
+        cell=lambda name, key: _cell(result, name, key),
+        colour=lambda name: COLOURS.get(name, COLOURS.get(name.split("-")[0], "#333333")),
+        status=_status,
+        label=lambda key: labels[key],
+        size=(4.2, 0.36, 1.5),
+        # hypercorn costs ~50x the others: on a linear axis they would be slivers.
+        log_spread=20,
+    )

@@ -450,36 +450,14 @@ def charts(result: dict[str, Any], outdir: Path) -> list[Path]:
 def _chart(
     result: dict[str, Any], keys: list[str], field: str, what: str, path: Path, tail: str
 ) -> Path:
-    plt = reporting.pyplot()
-    names = list(result["subjects"])
-    fig, axes = plt.subplots(1, len(keys), figsize=(3.6 * len(keys) + 1.5, 0.32 * len(names) + 2))
-    axes = axes if len(keys) > 1 else [axes]
-    for col, key in enumerate(keys):
-        ax = axes[col]
-        ys = list(range(len(names)))[::-1]
-        values = [(_cell(result, n, key) or {}).get(field) for n in names]
-        top = max((v for v in values if v is not None), default=1.0)
-        for y, name, value in zip(ys, names, values, strict=True):
-            if value is not None:
-                ax.barh(y, value, color=COLOURS.get(_server(name), "#333333"))
-                ax.text(
-                    value,
-                    y,
-                    f" {fmt_us(value) if field == 'cpu_us' else fmt_rate(value)}",
-                    va="center",
-                    fontsize="x-small",
-                )
-            else:
-                c = _cell(result, name, key)
-                if c is not None:  # a missing bar says why, so nobody reads it as a tiny one
-                    ax.text(
-                        0, y, f" {_status(c)}", va="center", fontsize="x-small", color="#aa0000"
-                    )
-        ax.set_xlim(0, top * 1.3)
-        ax.set_yticks(ys)
-        ax.set_yticklabels(names if col == 0 else [""] * len(names), fontsize="small")
-        ax.set_title(_label(result, key), fontsize="medium")
-        ax.grid(axis="x", alpha=0.3)
-    fig.suptitle(f"{what}: server on CPU 0, wrk -t1 -c64 on CPU 1 ({tail})", fontsize="medium")
-    fig.tight_layout()
-    return reporting.save_figure(fig, path)
+    return reporting.scenario_panels(
+        result,
+        keys,
+        field,
+        f"{what}: server on CPU 0, wrk -t1 -c64 on CPU 1 ({tail})",
+        path,
+        cell=lambda name, key: _cell(result, name, key),
+        colour=lambda name: COLOURS.get(_server(name), "#333333"),
+        status=_status,
+        label=lambda key: _label(result, key),
+    )

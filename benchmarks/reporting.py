@@ -308,6 +308,62 @@ def grouped_bars(
     ax.grid(axis="y", which="both", alpha=0.3)
 
 
+def scenario_panels(
+    result: dict[str, Any],
+    keys: list[str],
+    field: str,
+    title: str,
+    path: Path,
+    *,
+    cell: Callable[[str, str], dict[str, Any] | None],
+    colour: Callable[[str], str],
+    status: Callable[[dict[str, Any]], str],
+    label: Callable[[str], str],
+    size: tuple[float, float, float] = (3.6, 0.32, 1.5),
+    headroom: float = 1.3,
+    log_spread: float | None = None,
+) -> Path:
+    """A panel per scenario (``keys``), a horizontal bar per subject in its ``colour``,
+    labelled with its value (``field``: ``cpu_us`` in µs, else a rate); a subject measured but
+    without a value shows its ``status`` where the bar would stand, so nobody reads a
+    missing bar as a tiny one. ``size``: inches per panel, per subject, and of margin;
+    ``log_spread``: a panel whose largest value is more than that many times its smallest
+    gets a log axis (the others would be slivers). The suites' CPU and rate charts."""
+    plt = pyplot()
+    names = list(result["subjects"])
+    per_panel, per_row, margin = size
+    fig, axes = plt.subplots(
+        1, len(keys), figsize=(per_panel * len(keys) + margin, per_row * len(names) + 2)
+    )
+    axes = axes if len(keys) > 1 else [axes]
+    for col, key in enumerate(keys):
+        ax = axes[col]
+        ys = list(range(len(names)))[::-1]
+        values = [(cell(n, key) or {}).get(field) for n in names]
+        top = max((v for v in values if v is not None), default=1.0)
+        for y, name, value in zip(ys, names, values, strict=True):
+            if value is not None:
+                ax.barh(y, value, color=colour(name))
+                shown = fmt_us(value) if field == "cpu_us" else fmt_rate(value)
+                ax.text(value, y, f" {shown}", va="center", fontsize="x-small")
+            elif (c := cell(name, key)) is not None:
+                ax.text(0, y, f" {status(c)}", va="center", fontsize="x-small", color="#aa0000")
+        low = min((v for v in values if v), default=top)
+        if log_spread is not None and top > log_spread * low:
+            ax.set_xscale("log")
+            ax.set_xlim(low / 2, top * 3)
+            ax.set_title(f"{label(key)} (log scale)", fontsize="medium")
+        else:
+            ax.set_xlim(0, top * headroom)
+            ax.set_title(label(key), fontsize="medium")
+        ax.set_yticks(ys)
+        ax.set_yticklabels(names if col == 0 else [""] * len(names), fontsize="small")
+        ax.grid(axis="x", alpha=0.3)
+    fig.suptitle(title, fontsize="medium")
+    fig.tight_layout()
+    return save_figure(fig, path)
+
+
 def legend_handles(names: Iterable[str]) -> list[Any]:
     """Legend entries in the loops' colours, for a legend outside the panels."""
     from matplotlib.patches import Patch

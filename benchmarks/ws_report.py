@@ -216,30 +216,16 @@ def charts(result: dict[str, Any], outdir: Path) -> list[Path]:
 
 
 def _chart(result: dict[str, Any], field: str, what: str, path: Path, tail: str) -> Path:
-    plt = reporting.pyplot()
-    keys, names = _keys(result), list(result["subjects"])
-    fig, axes = plt.subplots(1, len(keys), figsize=(3.6 * len(keys) + 2, 0.32 * len(names) + 2))
-    axes = axes if len(keys) > 1 else [axes]
-    for col, key in enumerate(keys):
-        ax = axes[col]
-        ys = list(range(len(names)))[::-1]
-        values = [(_cell(result, n, key) or {}).get(field) for n in names]
-        top = max((v for v in values if v is not None), default=1.0)
-        for y, name, value in zip(ys, names, values, strict=True):
-            if value is not None:
-                ax.barh(y, value, color=COLOURS.get(_server(name), "#333333"))
-                label = fmt_us(value) if field == "cpu_us" else fmt_rate(value)
-                ax.text(value, y, f" {label}", va="center", fontsize="x-small")
-            elif (c := _cell(result, name, key)) is not None:
-                # a missing bar says why, so nobody reads it as a tiny one
-                ax.text(0, y, f" {_status(c)}", va="center", fontsize="x-small", color="#aa0000")
-        ax.set_xlim(0, top * 1.35)
-        ax.set_yticks(ys)
-        ax.set_yticklabels(names if col == 0 else [""] * len(names), fontsize="small")
-        ax.set_title(_label(result, key), fontsize="medium")
-        ax.grid(axis="x", alpha=0.3)
-    fig.suptitle(
-        f"WebSocket {what}: server on CPU 0, ws_client on CPU 1 ({tail})", fontsize="medium"
+    return reporting.scenario_panels(
+        result,
+        _keys(result),
+        field,
+        f"WebSocket {what}: server on CPU 0, ws_client on CPU 1 ({tail})",
+        path,
+        cell=lambda name, key: _cell(result, name, key),
+        colour=lambda name: COLOURS.get(_server(name), "#333333"),
+        status=_status,
+        label=lambda key: _label(result, key),
+        size=(3.6, 0.32, 2.0),
+        headroom=1.35,
     )
-    fig.tight_layout()
-    return reporting.save_figure(fig, path)
