@@ -273,6 +273,15 @@ class LoopMonitor:
         samples, arm_wall, cpu0, share = st.take_samples(seq)
         cpu = self._cpu_fraction(share, arm_wall, cpu0, cpu_end, end_ns)
         window = self._share_window(share, arm_wall, start_ns)
+        own, st.slice_cpu = st.slice_cpu, None
+        late = not arm_wall or (arm_wall - start_ns) * 4 > duration  # 0: never armed
+        if own is not None and own[0] == start_ns and late:
+            # The watchdog armed late or never: the loop thread held the GIL (a C call) until
+            # near the slice's end, and a share from the arming on saw only the tail (a 49 ms
+            # `sum()` came out `wait`). The backend's CPU clock covers the slice whole; like a
+            # bare CPU clock's share it does not count waits for a CPU (`_share_window`).
+            cpu = min(1.0, own[1] / max(1, duration))
+            window = (start_ns, False, None)
         self._dispatch(handle, start_ns, end_ns, task, io, samples, cpu, False, window=window)
 
     def in_progress(self, consumer: Consumer, now_ns: int) -> None:

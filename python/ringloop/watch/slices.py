@@ -65,6 +65,7 @@ class SliceState:
         "gil_windows",
         "pre",
         "signal_delay_ns",
+        "slice_cpu",
     )
 
     def __init__(self, monitor: Any, thread_id: int) -> None:
@@ -107,6 +108,9 @@ class SliceState:
         self.gil_windows: list = []  # causes.GilWindow: late wakes of the watchdog
         self.signal_delay_ns = 0  # run delay the native sampler's signals caused (ringloop)
         self.pre: list = []  # causes.Snapshot at the watchdog's last wakes (quota, busy machine)
+        # (start ns, ns): the loop thread's CPU time over the slice being reported, where its
+        # backend measured it (the heartbeat: its CPU clock since the last beat); else None.
+        self.slice_cpu: tuple[int, int] | None = None
 
     def in_slice(self) -> bool:
         return self.start_ns != 0

@@ -92,6 +92,7 @@ class HeartbeatBackend:
             # The slice is over: a sample the watchdog takes from here on (it may have been
             # waiting for the GIL the whole block) would show the report's own reads of /proc.
             st.start_ns = 0
+            st.slice_cpu = (start, busy)  # the slice's CPU share, whenever it began (monitor)
             st.on_slow(None, start, now)
         st.seq += 1
         st.start_ns = time.monotonic_ns()
