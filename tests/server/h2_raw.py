@@ -8,6 +8,7 @@ Nothing here waits for time: `until(cond)` reads until `cond()` holds or the ser
 from __future__ import annotations
 
 import socket
+from typing import NamedTuple
 
 import hpack
 from hyperframe.frame import (
@@ -46,23 +47,27 @@ __all__ = [
     "RstStreamFrame",
     "STREAM_CLOSED",
     "SettingsFrame",
+    "Taken",
     "goaway_of",
     "split_frames",
+    "take_goaways",
 ]
 
 
 def split_frames(buf: bytes) -> tuple[list[bytes], bytes]:
     """The whole frames at the head of ``buf`` (each its 9-byte header and its payload), and
-    the bytes after them: the clients that hand frames to h2's state machine read this way,
-    taking out those it would not report (GOAWAY's codes, the server's PINGs)."""
+    the bytes after them (a frame not all read yet)."""
     frames = []
-    while len(buf) >= 9:
-        end = 9 + int.from_bytes(buf[:3], "big")
+    # An offset rather than slicing `buf` down frame by frame: a read of a MiB holds tens of
+    # thousands of small frames in a flood, and each slice would copy the rest again.
+    pos = 0
+    while len(buf) - pos >= 9:
+        end = pos + 9 + int.from_bytes(buf[pos : pos + 3], "big")
         if len(buf) < end:
             break
-        frames.append(buf[:end])
-        buf = buf[end:]
-    return frames, buf
+        frames.append(buf[pos:end])
+        pos = end
+    return frames, buf[pos:]
 
 
 def goaway_of(frame: bytes) -> tuple[int, int] | None:
@@ -70,6 +75,35 @@ def goaway_of(frame: bytes) -> tuple[int, int] | None:
     if frame[3] != 0x7:
         return None
     return int.from_bytes(frame[9:13], "big") & 0x7FFFFFFF, int.from_bytes(frame[13:17], "big")
+
+
+class Taken(NamedTuple):
+    """What `take_goaways` makes of the bytes read."""
+
+    frames: bytes  # the whole frames but the GOAWAYs, in order, for h2's `receive_data`
+    goaways: list[tuple[int, int]]  # each GOAWAY's (last stream id, error code)
+    pings: int  # how many of `frames` are the server's PINGs (not ACKs of ours)
+    rest: bytes  # a frame not all read yet: to put before the next read's bytes
+
+
+def take_goaways(buf: bytes) -> Taken:
+    """The whole frames of ``buf`` sorted for a client that hands them to h2's state machine.
+
+    The GOAWAYs are taken out: h2's client closes at the first, where a graceful shutdown
+    sends two and then finishes the streams in flight (RFC 9113 §6.8), and a test wants each
+    one's codes. The server's PINGs stay for h2 to answer, and are counted."""
+    whole, rest = split_frames(buf)
+    goaways = []
+    kept = []
+    pings = 0
+    for frame in whole:
+        if (g := goaway_of(frame)) is not None:
+            goaways.append(g)
+            continue
+        if frame[3] == 0x6 and not frame[4] & 0x1:  # PING without ACK
+            pings += 1
+        kept.append(frame)
+    return Taken(b"".join(kept), goaways, pings, rest)
 
 
 class RawH2:

@@ -27,7 +27,7 @@ import h2.events
 import h2.settings
 import httpx
 import pytest
-from h2_raw import goaway_of, split_frames
+from h2_raw import take_goaways
 from srv_harness import HOST, Kind, tls_files, wait_until
 
 APP = "srv_h2_app:app"
@@ -74,9 +74,8 @@ class H2Client:
         self.ended: list[int] = []  # in the order the streams ended
         self.resets: dict[int, int] = {}
         self.trailers: dict[int, dict[str, str]] = {}
-        # GOAWAY frames as (last stream id, error code): kept from h2, whose client state
-        # machine closes at the first one, where a graceful shutdown sends two and then
-        # finishes the streams in flight (RFC 9113 §6.8).
+        # GOAWAY frames as (last stream id, error code), taken before h2 sees them
+        # (`take_goaways`): a graceful shutdown sends two.
         self.goaways: list[tuple[int, int]] = []
         self._buf = b""
         self.closed = False
@@ -124,14 +123,10 @@ class H2Client:
         if not chunk:
             self.closed = True
             return
-        whole, self._buf = split_frames(self._buf + chunk)
-        frames = b""
-        for frame in whole:
-            if (g := goaway_of(frame)) is not None:
-                self.goaways.append(g)
-            else:
-                frames += frame
-        for ev in self.conn.receive_data(frames):
+        got = take_goaways(self._buf + chunk)
+        self._buf = got.rest
+        self.goaways += got.goaways
+        for ev in self.conn.receive_data(got.frames):
             if isinstance(ev, h2.events.ResponseReceived):
                 self.headers[ev.stream_id] = {k.decode(): v.decode() for k, v in ev.headers}
             elif isinstance(ev, h2.events.DataReceived):

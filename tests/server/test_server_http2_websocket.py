@@ -26,7 +26,7 @@ import h2.connection
 import h2.events
 import h2.settings
 import pytest
-from h2_raw import goaway_of, split_frames
+from h2_raw import take_goaways
 from harness_basics import unavailable
 from srv_harness import (
     HOST,
@@ -94,8 +94,8 @@ class Client:
         self.data: dict[int, bytearray] = {}
         self.ended: set[int] = set()
         self.resets: dict[int, int] = {}
-        # GOAWAY frames (last stream id, error code), kept from h2, whose client closes at the
-        # first one where a graceful shutdown sends two and then lets streams finish.
+        # GOAWAY frames as (last stream id, error code), taken before h2 sees them
+        # (`take_goaways`): a graceful shutdown sends two.
         self.goaways: list[tuple[int, int]] = []
         self._buf = b""
         self.holding: set[int] = set()
@@ -114,14 +114,10 @@ class Client:
         if not chunk:
             self.closed = True
             return
-        whole, self._buf = split_frames(self._buf + chunk)
-        frames = b""
-        for frame in whole:
-            if (g := goaway_of(frame)) is not None:
-                self.goaways.append(g)
-            else:
-                frames += frame
-        for ev in self.conn.receive_data(frames):
+        got = take_goaways(self._buf + chunk)
+        self._buf = got.rest
+        self.goaways += got.goaways
+        for ev in self.conn.receive_data(got.frames):
             if isinstance(ev, h2.events.RemoteSettingsChanged):
                 self.remote_settings.update(
                     {k: v.new_value for k, v in ev.changed_settings.items()}

@@ -32,7 +32,7 @@ import h2.events
 import h11
 import httpx
 import pytest
-from h2_raw import goaway_of, split_frames
+from h2_raw import take_goaways
 from srv_harness import HOST, Kind, tls_files, wait_until
 
 APP = "srv_hints_app:app"
@@ -361,16 +361,11 @@ class H2:
         if not chunk:
             self.closed = True
             return
-        whole, self._buf = split_frames(self._buf + chunk)
-        frames = b""
-        for frame in whole:
-            if (g := goaway_of(frame)) is not None:
-                self.goaways.append(g)
-                continue
-            if frame[3] == 0x6 and not frame[4] & 0x1:  # a PING of the server's
-                self.pings += 1
-            frames += frame
-        for ev in self.conn.receive_data(frames):
+        got = take_goaways(self._buf + chunk)
+        self._buf = got.rest
+        self.goaways += got.goaways
+        self.pings += got.pings
+        for ev in self.conn.receive_data(got.frames):
             sid = getattr(ev, "stream_id", None)
             if isinstance(ev, h2.events.InformationalResponseReceived):
                 fields: dict[str, list[str]] = {}
