@@ -37,6 +37,7 @@ from h2_raw import (
     RawH2,
     RstStreamFrame,
     SettingsFrame,
+    split_frames,
 )
 from srv_harness import HOST, Kind, wait_until
 from test_server_http2 import H2Client
@@ -280,16 +281,8 @@ def test_flood_of_frames_that_ask_an_answer_does_not_queue_answers(server, kind)
         while acks < n:
             chunk = c.sock.recv(1 << 20)
             assert chunk, f"closed after {acks} answers"
-            buf += chunk
-            pos = 0
-            while len(buf) - pos >= 9:
-                length = int.from_bytes(buf[pos : pos + 3], "big")
-                if len(buf) - pos < 9 + length:
-                    break
-                if buf[pos + 3] == kind_byte and buf[pos + 4] & 0x1:
-                    acks += 1
-                pos += 9 + length
-            buf = buf[pos:]
+            frames, buf = split_frames(buf + chunk)
+            acks += sum(1 for f in frames if f[3] == kind_byte and f[4] & 0x1)
         sender.join()
     finally:
         c.close()
