@@ -2,14 +2,21 @@
 whatever frames it is given (hyperframe's, or bytes built here), including those h2's client
 state machine refuses to send, and reads what comes back frame by frame.
 
+Also the socket plumbing of the suites' clients built on python-hyper's h2 (`H2Socket`), which
+reads GOAWAYs off the bytes before h2 sees them (`take_goaways`).
+
 Nothing here waits for time: `until(cond)` reads until `cond()` holds or the server closes.
 """
 
 from __future__ import annotations
 
 import socket
+import ssl
 from typing import NamedTuple
 
+import h2.config
+import h2.connection
+import h2.events
 import hpack
 from hyperframe.frame import (
     ContinuationFrame,
@@ -21,7 +28,7 @@ from hyperframe.frame import (
     RstStreamFrame,
     SettingsFrame,
 )
-from srv_harness import HOST
+from srv_harness import HOST, tls_files
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 
@@ -38,6 +45,7 @@ __all__ = [
     "ContinuationFrame",
     "DataFrame",
     "ENHANCE_YOUR_CALM",
+    "H2Socket",
     "HeadersFrame",
     "NO_ERROR",
     "PROTOCOL_ERROR",
@@ -104,6 +112,74 @@ def take_goaways(buf: bytes) -> Taken:
             pings += 1
         kept.append(frame)
     return Taken(b"".join(kept), goaways, pings, rest)
+
+
+class H2Socket:
+    """h2's client connection over a socket (TLS with ALPN h2 if `tls`; `config`: more of
+    `H2Configuration`), what the suites' h2 clients share: `read` hands one read's frames to
+    h2, each event it reports to `on_event`, then writes what h2 has to send; `goaways` and
+    `pings` are kept from the bytes (`take_goaways`); `until(cond)` reads until `cond()`.
+    Nothing is written before the subclass's first `flush`."""
+
+    def __init__(
+        self,
+        port: int,
+        *,
+        tls: bool = False,
+        timeout: float = 15.0,
+        nodelay: bool = False,
+        **config,
+    ) -> None:
+        sock = socket.create_connection((HOST, port), timeout=timeout)
+        if nodelay:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if tls:
+            ctx = ssl.create_default_context(cafile=tls_files()["ca"])
+            ctx.set_alpn_protocols(["h2"])
+            sock = ctx.wrap_socket(sock, server_hostname=HOST)
+            assert sock.selected_alpn_protocol() == "h2"
+        self.sock = sock
+        self.conn = h2.connection.H2Connection(
+            h2.config.H2Configuration(client_side=True, **config)
+        )
+        self.conn.initiate_connection()
+        self.goaways: list[tuple[int, int]] = []  # (last stream id, error code)
+        self.pings = 0
+        self.closed = False
+        self._buf = b""
+
+    def flush(self) -> None:
+        out = self.conn.data_to_send()
+        if out:
+            self.sock.sendall(out)
+
+    def recv(self) -> bytes:
+        return self.sock.recv(1 << 20)
+
+    def read(self) -> None:
+        chunk = self.recv()
+        if not chunk:
+            self.closed = True
+            return
+        got = take_goaways(self._buf + chunk)
+        self._buf = got.rest
+        self.goaways += got.goaways
+        self.pings += got.pings
+        for ev in self.conn.receive_data(got.frames):
+            self.on_event(ev)
+        self.flush()
+
+    def on_event(self, ev: h2.events.Event) -> None:
+        raise NotImplementedError
+
+    def until(self, cond, what: str = "the condition") -> None:
+        while not cond():
+            if self.closed:
+                raise AssertionError(f"connection closed before {what}")
+            self.read()
+
+    def close(self) -> None:
+        self.sock.close()
 
 
 class RawH2:
