@@ -114,7 +114,32 @@ def take_goaways(buf: bytes) -> Taken:
     return Taken(b"".join(kept), goaways, pings, rest)
 
 
-class H2Socket:
+class Reader:
+    """What `RawH2` and `H2Socket` share: waiting on the connection `sock`, whose `read` takes
+    in what one recv brings (setting `closed` once the server has closed)."""
+
+    sock: socket.socket
+    closed: bool
+
+    def read(self) -> None:
+        raise NotImplementedError
+
+    def until(self, cond, what: str = "the condition") -> None:
+        while not cond():
+            if self.closed:
+                raise AssertionError(f"connection closed before {what}")
+            self.read()
+
+    def until_closed(self) -> None:
+        """Read until the server closes the connection."""
+        while not self.closed:
+            self.read()
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+class H2Socket(Reader):
     """h2's client connection over a socket (TLS with ALPN h2 if `tls`; `config`: more of
     `H2Configuration`), what the suites' h2 clients share: `read` hands one read's frames to
     h2, each event it reports to `on_event`, then writes what h2 has to send; `goaways` and
@@ -172,17 +197,8 @@ class H2Socket:
     def on_event(self, ev: h2.events.Event) -> None:
         raise NotImplementedError
 
-    def until(self, cond, what: str = "the condition") -> None:
-        while not cond():
-            if self.closed:
-                raise AssertionError(f"connection closed before {what}")
-            self.read()
 
-    def close(self) -> None:
-        self.sock.close()
-
-
-class RawH2:
+class RawH2(Reader):
     """One connection: the preface and a SETTINGS frame (`settings`: code → value) go out at
     once; `send` writes bytes or frames; `until` reads frames (answering the server's SETTINGS,
     PINGs only if `answer_pings`) into `frames`, per-stream `status`, `data`, `resets`, and
@@ -298,17 +314,3 @@ class RawH2:
             self.data.setdefault(f.stream_id, bytearray()).extend(f.data)
             if "END_STREAM" in f.flags:
                 self.ended.add(f.stream_id)
-
-    def until(self, cond, what: str = "the condition") -> None:
-        while not cond():
-            if self.closed:
-                raise AssertionError(f"connection closed before {what}")
-            self.read()
-
-    def until_closed(self) -> None:
-        """Read until the server closes the connection."""
-        while not self.closed:
-            self.read()
-
-    def close(self) -> None:
-        self.sock.close()

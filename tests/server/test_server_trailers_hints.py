@@ -444,8 +444,7 @@ def test_h2_keep_alive_ping_unanswered_ends_the_connection(ringloop_kind: Kind, 
         _held(server, "silent")
         c.answer = False
         c.until(lambda: bool(c.goaways) or c.closed, "a GOAWAY")
-        while not c.closed:
-            c.read()
+        c.until_closed()
     finally:
         c.close()
     assert c.pings >= 1
