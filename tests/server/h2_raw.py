@@ -2,13 +2,21 @@
 whatever frames it is given (hyperframe's, or bytes built here), including those h2's client
 state machine refuses to send, and reads what comes back frame by frame.
 
+Also the socket plumbing of the suites' clients built on python-hyper's h2 (`H2Socket`), which
+reads GOAWAYs off the bytes before h2 sees them (`take_goaways`).
+
 Nothing here waits for time: `until(cond)` reads until `cond()` holds or the server closes.
 """
 
 from __future__ import annotations
 
 import socket
+import ssl
+from typing import NamedTuple
 
+import h2.config
+import h2.connection
+import h2.events
 import hpack
 from hyperframe.frame import (
     ContinuationFrame,
@@ -20,7 +28,7 @@ from hyperframe.frame import (
     RstStreamFrame,
     SettingsFrame,
 )
-from srv_harness import HOST
+from srv_harness import HOST, tls_files
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 
@@ -37,6 +45,7 @@ __all__ = [
     "ContinuationFrame",
     "DataFrame",
     "ENHANCE_YOUR_CALM",
+    "H2Socket",
     "HeadersFrame",
     "NO_ERROR",
     "PROTOCOL_ERROR",
@@ -46,23 +55,27 @@ __all__ = [
     "RstStreamFrame",
     "STREAM_CLOSED",
     "SettingsFrame",
+    "Taken",
     "goaway_of",
     "split_frames",
+    "take_goaways",
 ]
 
 
 def split_frames(buf: bytes) -> tuple[list[bytes], bytes]:
     """The whole frames at the head of ``buf`` (each its 9-byte header and its payload), and
-    the bytes after them: the clients that hand frames to h2's state machine read this way,
-    taking out those it would not report (GOAWAY's codes, the server's PINGs)."""
+    the bytes after them (a frame not all read yet)."""
     frames = []
-    while len(buf) >= 9:
-        end = 9 + int.from_bytes(buf[:3], "big")
+    # An offset rather than slicing `buf` down frame by frame: a read of a MiB holds tens of
+    # thousands of small frames in a flood, and each slice would copy the rest again.
+    pos = 0
+    while len(buf) - pos >= 9:
+        end = pos + 9 + int.from_bytes(buf[pos : pos + 3], "big")
         if len(buf) < end:
             break
-        frames.append(buf[:end])
-        buf = buf[end:]
-    return frames, buf
+        frames.append(buf[pos:end])
+        pos = end
+    return frames, buf[pos:]
 
 
 def goaway_of(frame: bytes) -> tuple[int, int] | None:
@@ -72,7 +85,120 @@ def goaway_of(frame: bytes) -> tuple[int, int] | None:
     return int.from_bytes(frame[9:13], "big") & 0x7FFFFFFF, int.from_bytes(frame[13:17], "big")
 
 
-class RawH2:
+class Taken(NamedTuple):
+    """What `take_goaways` makes of the bytes read."""
+
+    frames: bytes  # the whole frames but the GOAWAYs, in order, for h2's `receive_data`
+    goaways: list[tuple[int, int]]  # each GOAWAY's (last stream id, error code)
+    pings: int  # how many of `frames` are the server's PINGs (not ACKs of ours)
+    rest: bytes  # a frame not all read yet: to put before the next read's bytes
+
+
+def take_goaways(buf: bytes) -> Taken:
+    """The whole frames of ``buf`` sorted for a client that hands them to h2's state machine.
+
+    The GOAWAYs are taken out: h2's client closes at the first, where a graceful shutdown
+    sends two and then finishes the streams in flight (RFC 9113 §6.8), and a test wants each
+    one's codes. The server's PINGs stay for h2 to answer, and are counted."""
+    whole, rest = split_frames(buf)
+    goaways = []
+    kept = []
+    pings = 0
+    for frame in whole:
+        if (g := goaway_of(frame)) is not None:
+            goaways.append(g)
+            continue
+        if frame[3] == 0x6 and not frame[4] & 0x1:  # PING without ACK
+            pings += 1
+        kept.append(frame)
+    return Taken(b"".join(kept), goaways, pings, rest)
+
+
+class Reader:
+    """What `RawH2` and `H2Socket` share: waiting on the connection `sock`, whose `read` takes
+    in what one recv brings (setting `closed` once the server has closed)."""
+
+    sock: socket.socket
+    closed: bool
+
+    def read(self) -> None:
+        raise NotImplementedError
+
+    def until(self, cond, what: str = "the condition") -> None:
+        while not cond():
+            if self.closed:
+                raise AssertionError(f"connection closed before {what}")
+            self.read()
+
+    def until_closed(self) -> None:
+        """Read until the server closes the connection."""
+        while not self.closed:
+            self.read()
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+class H2Socket(Reader):
+    """h2's client connection over a socket (TLS with ALPN h2 if `tls`; `config`: more of
+    `H2Configuration`), what the suites' h2 clients share: `read` hands one read's frames to
+    h2, each event it reports to `on_event`, then writes what h2 has to send; `goaways` and
+    `pings` are kept from the bytes (`take_goaways`); `until(cond)` reads until `cond()`.
+    Nothing is written before the subclass's first `flush`."""
+
+    def __init__(
+        self,
+        port: int,
+        *,
+        tls: bool = False,
+        timeout: float = 15.0,
+        nodelay: bool = False,
+        **config,
+    ) -> None:
+        sock = socket.create_connection((HOST, port), timeout=timeout)
+        if nodelay:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if tls:
+            ctx = ssl.create_default_context(cafile=tls_files()["ca"])
+            ctx.set_alpn_protocols(["h2"])
+            sock = ctx.wrap_socket(sock, server_hostname=HOST)
+            assert sock.selected_alpn_protocol() == "h2"
+        self.sock = sock
+        self.conn = h2.connection.H2Connection(
+            h2.config.H2Configuration(client_side=True, **config)
+        )
+        self.conn.initiate_connection()
+        self.goaways: list[tuple[int, int]] = []  # (last stream id, error code)
+        self.pings = 0
+        self.closed = False
+        self._buf = b""
+
+    def flush(self) -> None:
+        out = self.conn.data_to_send()
+        if out:
+            self.sock.sendall(out)
+
+    def recv(self) -> bytes:
+        return self.sock.recv(1 << 20)
+
+    def read(self) -> None:
+        chunk = self.recv()
+        if not chunk:
+            self.closed = True
+            return
+        got = take_goaways(self._buf + chunk)
+        self._buf = got.rest
+        self.goaways += got.goaways
+        self.pings += got.pings
+        for ev in self.conn.receive_data(got.frames):
+            self.on_event(ev)
+        self.flush()
+
+    def on_event(self, ev: h2.events.Event) -> None:
+        raise NotImplementedError
+
+
+class RawH2(Reader):
     """One connection: the preface and a SETTINGS frame (`settings`: code → value) go out at
     once; `send` writes bytes or frames; `until` reads frames (answering the server's SETTINGS,
     PINGs only if `answer_pings`) into `frames`, per-stream `status`, `data`, `resets`, and
@@ -188,17 +314,3 @@ class RawH2:
             self.data.setdefault(f.stream_id, bytearray()).extend(f.data)
             if "END_STREAM" in f.flags:
                 self.ended.add(f.stream_id)
-
-    def until(self, cond, what: str = "the condition") -> None:
-        while not cond():
-            if self.closed:
-                raise AssertionError(f"connection closed before {what}")
-            self.read()
-
-    def until_closed(self) -> None:
-        """Read until the server closes the connection."""
-        while not self.closed:
-            self.read()
-
-    def close(self) -> None:
-        self.sock.close()

@@ -27,7 +27,7 @@ import h2.events
 import h2.settings
 import httpx
 import pytest
-from h2_raw import goaway_of, split_frames
+from h2_raw import H2Socket
 from srv_harness import HOST, Kind, tls_files, wait_until
 
 APP = "srv_h2_app:app"
@@ -55,38 +55,20 @@ def _curl(*args: str) -> str:
 # -- a client that speaks frames ----------------------------------------------------------------
 
 
-class H2Client:
+class H2Client(H2Socket):
     """h2's client connection over a socket (TLS with ALPN h2 if `tls`): requests are sent
-    when asked and what comes back is kept per stream; `until(cond)` reads until `cond()`."""
+    when asked and what comes back is kept per stream, GOAWAYs in `goaways` (a graceful
+    shutdown sends two); `until(cond)` reads until `cond()`."""
 
     def __init__(self, port: int, *, tls: bool = False, timeout: float = 15.0) -> None:
-        sock = socket.create_connection((HOST, port), timeout=timeout)
-        if tls:
-            ctx = ssl.create_default_context(cafile=tls_files()["ca"])
-            ctx.set_alpn_protocols(["h2"])
-            sock = ctx.wrap_socket(sock, server_hostname=HOST)
-            assert sock.selected_alpn_protocol() == "h2"
-        self.sock = sock
-        self.conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
-        self.conn.initiate_connection()
+        super().__init__(port, tls=tls, timeout=timeout)
         self.headers: dict[int, dict[str, str]] = {}
         self.data: dict[int, bytearray] = {}
         self.ended: list[int] = []  # in the order the streams ended
         self.resets: dict[int, int] = {}
         self.trailers: dict[int, dict[str, str]] = {}
-        # GOAWAY frames as (last stream id, error code): kept from h2, whose client state
-        # machine closes at the first one, where a graceful shutdown sends two and then
-        # finishes the streams in flight (RFC 9113 §6.8).
-        self.goaways: list[tuple[int, int]] = []
-        self._buf = b""
-        self.closed = False
         self.settings: dict[int, int] = {}
         self.flush()
-
-    def flush(self) -> None:
-        out = self.conn.data_to_send()
-        if out:
-            self.sock.sendall(out)
 
     def request(
         self,
@@ -119,39 +101,20 @@ class H2Client:
         self.conn.reset_stream(sid)
         self.flush()
 
-    def _read(self) -> None:
-        chunk = self.sock.recv(65536)
-        if not chunk:
-            self.closed = True
-            return
-        whole, self._buf = split_frames(self._buf + chunk)
-        frames = b""
-        for frame in whole:
-            if (g := goaway_of(frame)) is not None:
-                self.goaways.append(g)
-            else:
-                frames += frame
-        for ev in self.conn.receive_data(frames):
-            if isinstance(ev, h2.events.ResponseReceived):
-                self.headers[ev.stream_id] = {k.decode(): v.decode() for k, v in ev.headers}
-            elif isinstance(ev, h2.events.DataReceived):
-                self.data.setdefault(ev.stream_id, bytearray()).extend(ev.data)
-                self.conn.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
-            elif isinstance(ev, h2.events.TrailersReceived):
-                self.trailers[ev.stream_id] = {k.decode(): v.decode() for k, v in ev.headers}
-            elif isinstance(ev, h2.events.StreamEnded):
-                self.ended.append(ev.stream_id)
-            elif isinstance(ev, h2.events.StreamReset):
-                self.resets[ev.stream_id] = ev.error_code
-            elif isinstance(ev, h2.events.RemoteSettingsChanged):
-                self.settings.update({k: v.new_value for k, v in ev.changed_settings.items()})
-        self.flush()
-
-    def until(self, cond, what: str = "the condition") -> None:
-        while not cond():
-            if self.closed:
-                raise AssertionError(f"connection closed before {what}")
-            self._read()
+    def on_event(self, ev: h2.events.Event) -> None:
+        if isinstance(ev, h2.events.ResponseReceived):
+            self.headers[ev.stream_id] = {k.decode(): v.decode() for k, v in ev.headers}
+        elif isinstance(ev, h2.events.DataReceived):
+            self.data.setdefault(ev.stream_id, bytearray()).extend(ev.data)
+            self.conn.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
+        elif isinstance(ev, h2.events.TrailersReceived):
+            self.trailers[ev.stream_id] = {k.decode(): v.decode() for k, v in ev.headers}
+        elif isinstance(ev, h2.events.StreamEnded):
+            self.ended.append(ev.stream_id)
+        elif isinstance(ev, h2.events.StreamReset):
+            self.resets[ev.stream_id] = ev.error_code
+        elif isinstance(ev, h2.events.RemoteSettingsChanged):
+            self.settings.update({k: v.new_value for k, v in ev.changed_settings.items()})
 
     def response(self, sid: int) -> tuple[int, bytes]:
         self.until(lambda: sid in self.ended or sid in self.resets, f"stream {sid} to end")
@@ -160,9 +123,6 @@ class H2Client:
 
     def get(self, path: str) -> tuple[int, bytes]:
         return self.response(self.request(path))
-
-    def close(self) -> None:
-        self.sock.close()
 
 
 # -- fixtures -----------------------------------------------------------------------------------

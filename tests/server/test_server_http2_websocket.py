@@ -19,14 +19,11 @@ import json
 import os
 import signal
 import socket
-import ssl
 
-import h2.config
-import h2.connection
 import h2.events
 import h2.settings
 import pytest
-from h2_raw import goaway_of, split_frames
+from h2_raw import H2Socket
 from harness_basics import unavailable
 from srv_harness import (
     HOST,
@@ -68,85 +65,45 @@ def server(kind: Kind, pool):
 # -- the client -----------------------------------------------------------------------------------
 
 
-class Client:
+class Client(H2Socket):
     """h2's client connection over a socket; `until(cond)` reads frames until `cond()`. The
     DATA a stream receives is acknowledged (credit given back) as it is read, unless `ack` is
     off (a client that holds the server at its stream windows; its connection window is
     opened wide so that the other streams' answers still come)."""
 
     def __init__(self, port: int, *, tls: bool = False) -> None:
+        super().__init__(port, tls=tls, nodelay=True, header_encoding="utf-8")
         self.ack = True
         self.port = port
-        self.sock = socket.create_connection((HOST, port), timeout=15)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        if tls:
-            ctx = ssl.create_default_context(cafile=tls_files()["ca"])
-            ctx.set_alpn_protocols(["h2"])
-            self.sock = ctx.wrap_socket(self.sock, server_hostname=HOST)
-            assert self.sock.selected_alpn_protocol() == "h2"
         self.scheme = "https" if tls else "http"
-        config = h2.config.H2Configuration(client_side=True, header_encoding="utf-8")
-        self.conn = h2.connection.H2Connection(config)
-        self.conn.initiate_connection()
         self.conn.increment_flow_control_window(1 << 24)
         self.remote_settings: dict[int, int] = {}
         self.headers: dict[int, dict[str, str]] = {}
         self.data: dict[int, bytearray] = {}
         self.ended: set[int] = set()
         self.resets: dict[int, int] = {}
-        # GOAWAY frames (last stream id, error code), kept from h2, whose client closes at the
-        # first one where a graceful shutdown sends two and then lets streams finish.
-        self.goaways: list[tuple[int, int]] = []
-        self._buf = b""
         self.holding: set[int] = set()
         self.unacked: dict[int, int] = {}
-        self.closed = False
         self.flush()
         self.until(lambda: self.remote_settings, "the server's SETTINGS")
 
-    def flush(self) -> None:
-        out = self.conn.data_to_send()
-        if out:
-            self.sock.sendall(out)
-
-    def read(self) -> None:
-        chunk = self.sock.recv(1 << 20)
-        if not chunk:
-            self.closed = True
-            return
-        whole, self._buf = split_frames(self._buf + chunk)
-        frames = b""
-        for frame in whole:
-            if (g := goaway_of(frame)) is not None:
-                self.goaways.append(g)
+    def on_event(self, ev: h2.events.Event) -> None:
+        if isinstance(ev, h2.events.RemoteSettingsChanged):
+            self.remote_settings.update({k: v.new_value for k, v in ev.changed_settings.items()})
+        elif isinstance(ev, h2.events.ResponseReceived):
+            self.headers[ev.stream_id] = dict(ev.headers)
+        elif isinstance(ev, h2.events.DataReceived):
+            self.data.setdefault(ev.stream_id, bytearray()).extend(ev.data)
+            if self.ack or ev.stream_id not in self.holding:
+                self.conn.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
             else:
-                frames += frame
-        for ev in self.conn.receive_data(frames):
-            if isinstance(ev, h2.events.RemoteSettingsChanged):
-                self.remote_settings.update(
-                    {k: v.new_value for k, v in ev.changed_settings.items()}
+                self.unacked[ev.stream_id] = (
+                    self.unacked.get(ev.stream_id, 0) + ev.flow_controlled_length
                 )
-            elif isinstance(ev, h2.events.ResponseReceived):
-                self.headers[ev.stream_id] = dict(ev.headers)
-            elif isinstance(ev, h2.events.DataReceived):
-                self.data.setdefault(ev.stream_id, bytearray()).extend(ev.data)
-                if self.ack or ev.stream_id not in self.holding:
-                    self.conn.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
-                else:
-                    self.unacked[ev.stream_id] = (
-                        self.unacked.get(ev.stream_id, 0) + ev.flow_controlled_length
-                    )
-            elif isinstance(ev, h2.events.StreamEnded):
-                self.ended.add(ev.stream_id)
-            elif isinstance(ev, h2.events.StreamReset):
-                self.resets[ev.stream_id] = ev.error_code
-        self.flush()
-
-    def until(self, cond, what: str) -> None:
-        while not cond():
-            if self.closed:
-                raise AssertionError(f"connection closed before {what}")
-            self.read()
+        elif isinstance(ev, h2.events.StreamEnded):
+            self.ended.add(ev.stream_id)
+        elif isinstance(ev, h2.events.StreamReset):
+            self.resets[ev.stream_id] = ev.error_code
 
     def get(self, path: str) -> tuple[int, bytes]:
         sid = self.conn.get_next_available_stream_id()
@@ -184,9 +141,6 @@ class Client:
         if n:
             self.conn.acknowledge_received_data(n, sid)
             self.flush()
-
-    def close(self) -> None:
-        self.sock.close()
 
 
 class Ws:

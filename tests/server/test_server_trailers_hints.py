@@ -26,13 +26,11 @@ import shutil
 import socket
 import subprocess
 
-import h2.config
-import h2.connection
 import h2.events
 import h11
 import httpx
 import pytest
-from h2_raw import goaway_of, split_frames
+from h2_raw import H2Socket
 from srv_harness import HOST, Kind, tls_files, wait_until
 
 APP = "srv_hints_app:app"
@@ -318,16 +316,14 @@ def test_early_hints_over_tls(ringloop_kind: Kind, pool, mode):
 # -- HTTP/2: python-hyper's h2 over a socket ---------------------------------------------------
 
 
-class H2:
+class H2(H2Socket):
     """h2's client connection over a socket. Besides h2's events, the frames are read by type:
     the server's PINGs (`pings`) and GOAWAYs (`goaways`, kept from h2, which closes at the
     first). `answer=False`: nothing more is sent (no PING ACK, no WINDOW_UPDATE), a peer gone
     silent."""
 
     def __init__(self, port: int) -> None:
-        self.sock = socket.create_connection((HOST, port), timeout=15)
-        self.conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
-        self.conn.initiate_connection()
+        super().__init__(port)
         self.answer = True
         self.headers: dict[int, dict[str, str]] = {}
         self.informational: dict[int, list[dict[str, list[str]]]] = {}
@@ -335,10 +331,6 @@ class H2:
         self.trailers: dict[int, dict[str, str]] = {}
         self.ended: set[int] = set()
         self.resets: set[int] = set()
-        self.pings = 0
-        self.goaways: list[tuple[int, int]] = []
-        self.closed = False
-        self._buf = b""
         self.flush()
 
     def flush(self) -> None:
@@ -353,55 +345,36 @@ class H2:
         self.flush()
         return sid
 
-    def _read(self) -> None:
+    def recv(self) -> bytes:
+        # A connection the server ends with a reset (TCP's, where it closes with bytes of ours
+        # unread) has ended as well.
         try:
-            chunk = self.sock.recv(65536)
+            return super().recv()
         except ConnectionResetError:
-            chunk = b""
-        if not chunk:
-            self.closed = True
-            return
-        whole, self._buf = split_frames(self._buf + chunk)
-        frames = b""
-        for frame in whole:
-            if (g := goaway_of(frame)) is not None:
-                self.goaways.append(g)
-                continue
-            if frame[3] == 0x6 and not frame[4] & 0x1:  # a PING of the server's
-                self.pings += 1
-            frames += frame
-        for ev in self.conn.receive_data(frames):
-            sid = getattr(ev, "stream_id", None)
-            if isinstance(ev, h2.events.InformationalResponseReceived):
-                fields: dict[str, list[str]] = {}
-                for n, v in ev.headers:
-                    fields.setdefault(n.decode(), []).append(v.decode())
-                self.informational.setdefault(sid, []).append(fields)
-            elif isinstance(ev, h2.events.ResponseReceived):
-                self.headers[sid] = {k.decode(): v.decode() for k, v in ev.headers}
-            elif isinstance(ev, h2.events.DataReceived):
-                self.data[sid] = self.data.get(sid, b"") + ev.data
-                self.conn.acknowledge_received_data(ev.flow_controlled_length, sid)
-            elif isinstance(ev, h2.events.TrailersReceived):
-                self.trailers[sid] = {k.decode(): v.decode() for k, v in ev.headers}
-            elif isinstance(ev, h2.events.StreamEnded):
-                self.ended.add(sid)
-            elif isinstance(ev, h2.events.StreamReset):
-                self.resets.add(sid)
-        self.flush()
+            return b""
 
-    def until(self, cond, what: str) -> None:
-        while not cond():
-            if self.closed:
-                raise AssertionError(f"connection closed before {what}")
-            self._read()
+    def on_event(self, ev: h2.events.Event) -> None:
+        sid = getattr(ev, "stream_id", None)
+        if isinstance(ev, h2.events.InformationalResponseReceived):
+            fields: dict[str, list[str]] = {}
+            for n, v in ev.headers:
+                fields.setdefault(n.decode(), []).append(v.decode())
+            self.informational.setdefault(sid, []).append(fields)
+        elif isinstance(ev, h2.events.ResponseReceived):
+            self.headers[sid] = {k.decode(): v.decode() for k, v in ev.headers}
+        elif isinstance(ev, h2.events.DataReceived):
+            self.data[sid] = self.data.get(sid, b"") + ev.data
+            self.conn.acknowledge_received_data(ev.flow_controlled_length, sid)
+        elif isinstance(ev, h2.events.TrailersReceived):
+            self.trailers[sid] = {k.decode(): v.decode() for k, v in ev.headers}
+        elif isinstance(ev, h2.events.StreamEnded):
+            self.ended.add(sid)
+        elif isinstance(ev, h2.events.StreamReset):
+            self.resets.add(sid)
 
     def until_ended(self, sid: int) -> None:
         self.until(lambda: sid in self.ended or sid in self.resets, f"stream {sid} to end")
         assert sid not in self.resets, f"stream {sid} was reset"
-
-    def close(self) -> None:
-        self.sock.close()
 
 
 def test_h2_trailers_only_when_asked(server):
@@ -471,8 +444,7 @@ def test_h2_keep_alive_ping_unanswered_ends_the_connection(ringloop_kind: Kind, 
         _held(server, "silent")
         c.answer = False
         c.until(lambda: bool(c.goaways) or c.closed, "a GOAWAY")
-        while not c.closed:
-            c._read()
+        c.until_closed()
     finally:
         c.close()
     assert c.pings >= 1
