@@ -61,6 +61,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(watch::sampler::thread_busy_ns, m)?)?;
     m.add_function(wrap_pyfunction!(watch::sampler::thread_schedstat, m)?)?;
     m.add_function(wrap_pyfunction!(watch::sampler::woken_asleep_since, m)?)?;
+    m.add_function(wrap_pyfunction!(watch::sampler::asleep_elsewhere, m)?)?;
     watch::audit_fast::install(m)?;
     m.add_function(wrap_pyfunction!(watch::audit::audit_slice_events, m)?)?;
     m.add_function(wrap_pyfunction!(native_sampler_available, m)?)?;

@@ -326,8 +326,12 @@ fn thread_cpu_ns(tid: i32) -> Option<u64> {
 
 /// Thread `tid` is blocked in a system call other than futex(2) (a sleep, a poll, a read): it
 /// does not want the GIL now, and a signal makes it take the GIL back (EINTR, PEP 475's retry)
-/// before it blocks again. A futex wait may be the GIL's; "running" or -1: on a CPU.
-fn asleep_elsewhere(tid: i32) -> bool {
+/// before it blocks again. A futex wait may be the GIL's; "running" or -1: on a CPU. The
+/// sampler's check, and the Python watchdog's (`os_readings.blocked_elsewhere`): one reading
+/// of `/proc/self/task/TID/syscall` for both, with the platform's own futex number.
+#[pyo3::pyfunction]
+#[pyo3(name = "thread_asleep_elsewhere")]
+pub fn asleep_elsewhere(tid: i32) -> bool {
     let Ok(text) = std::fs::read_to_string(format!("/proc/self/task/{tid}/syscall")) else {
         return false;
     };

@@ -29,14 +29,17 @@ def _read(path: str) -> bytes | None:
 
 
 try:  # read natively with the GIL held (see `schedstat`)
+    from .._core import thread_asleep_elsewhere as _native_asleep
     from .._core import thread_schedstat as _native_schedstat
     from .._core import woken_asleep_since as _woken_asleep_since
 except ImportError:  # pragma: no cover - the watch without ringloop's native module
+    _native_asleep = None
     _native_schedstat = None
     _woken_asleep_since = None
 
 
-# futex(2)'s number, where a thread waiting for the GIL (a condition variable) blocks.
+# futex(2)'s number, where a thread waiting for the GIL (a condition variable) blocks: for the
+# watch without the native module, which otherwise reads it as the sampler does.
 _FUTEX = {"x86_64": 202, "aarch64": 98}.get(os.uname().machine)
 
 
@@ -47,10 +50,14 @@ def blocked_elsewhere(native_id: int | None, since_ns: int = 0) -> bool:
     when ringloop's sampler signalled it asleep so since ``since_ns`` (monotonic): it woke
     into a wait for the GIL that the signal, not its own code, made (see
     `woken_asleep_since`)."""
-    if native_id is None or _FUTEX is None:
+    if native_id is None:
         return False
     if _woken_asleep_since is not None and _woken_asleep_since(native_id, since_ns):
         return True
+    if _native_asleep is not None:  # the native sampler's own check (one for both)
+        return _native_asleep(native_id)
+    if _FUTEX is None:
+        return False
     raw = _read(f"/proc/self/task/{native_id}/syscall")
     if not raw:
         return False
