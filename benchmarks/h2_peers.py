@@ -36,6 +36,7 @@ from typing import Any
 
 import harness
 import http_peers
+import tools
 
 PY = http_peers.PY
 FLOOR = "h2-floor"
@@ -226,7 +227,7 @@ def check(subject: Subject) -> str | None:
             return str(exc)
         return None
     if subject.name == NGINX:
-        _path, why = harness.ensure_debian("nginx", "nginx", present=http_peers.nginx_path)
+        _path, why = tools.ensure_debian("nginx", "nginx", present=http_peers.nginx_path)
         return why
     for package in subject.packages:
         why = http_peers._import_error(package)

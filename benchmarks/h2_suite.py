@@ -46,6 +46,7 @@ import h2_report  # noqa: E402
 import harness  # noqa: E402
 import https_suite  # noqa: E402
 import reporting  # noqa: E402
+import tools  # noqa: E402
 from h2_peers import SUBJECTS, TLS_SUBJECTS  # noqa: E402
 from rounds import run_rounds, summarise_rounds  # noqa: E402
 
@@ -86,7 +87,7 @@ class Settings:
 
 def ensure_h2load() -> tuple[str | None, str | None]:
     """h2load (Debian's nghttp2-client), installed if missing; or why not."""
-    return harness.ensure_debian("h2load", "nghttp2-client")
+    return tools.ensure_debian("h2load", "nghttp2-client")
 
 
 # --------------------------------------------------------------------------- checking answers

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import harness
+import tools
 
 APPS_DIR = harness.BENCH_DIR / "http_apps"
 PY = sys.executable
@@ -459,12 +460,12 @@ def check(subject: Subject, floor: str | None, floor_error: str | None) -> str |
     if subject.name == FLOOR:
         return floor_error if floor is None else None
     if subject.name == NGINX:
-        _path, why = harness.ensure_debian("nginx", "nginx", present=nginx_path)
+        _path, why = tools.ensure_debian("nginx", "nginx", present=nginx_path)
         return why
     for package in subject.packages:
         why = _import_error(package)
         if why and subject.debian and ".so" in why:
-            harness.ensure_debian(subject.debian, subject.debian, present=lambda: None)
+            tools.ensure_debian(subject.debian, subject.debian, present=lambda: None)
             why = _import_error(package)
         if why:
             return f"{package} does not import: {why}"

@@ -67,6 +67,9 @@ import reporting  # noqa: E402
 from http_peers import FLOOR, PATHS, SUBJECTS  # noqa: E402
 from rounds import run_rounds, summarise_rounds  # noqa: E402
 
+# Not `import tools`: the Tools found for a run are `tools` throughout this module.
+from tools import build_c_tool, ensure_wrk, parse_wrk, wrk_command  # noqa: E402
+
 CONNECTIONS = 64
 PIPELINE_DEPTH = 16
 UPLOAD_BYTES = 1 << 20
@@ -318,7 +321,7 @@ def run_wrk(
     """
     assert server.port is not None
     duration = st.duration if duration is None else duration
-    cmd = harness.wrk_command(
+    cmd = wrk_command(
         wrk,
         f"http://127.0.0.1:{server.port}{PATHS[sc.response]}",
         connections=CONNECTIONS,
@@ -335,7 +338,7 @@ def run_wrk(
         return {"failure": f"wrk timed out after {duration + 60:.0f}s"}
     window.close()
     rss = harness.tree_rss_bytes(server.pid)
-    report = harness.parse_wrk(proc.stdout)
+    report = parse_wrk(proc.stdout)
     errors = {k: v for k, v in report["socket_errors"].items() if v}
     if proc.returncode != 0 or "requests" not in report:
         why = harness.last_line(proc.stderr or proc.stdout, "(no output)")
@@ -356,7 +359,7 @@ def run_wrk(
         window.children_seconds,
         window.wall,
     )
-    # wrk's percentiles of a pipelined run are not measurements (see harness.parse_wrk).
+    # wrk's percentiles of a pipelined run are not measurements (see tools.parse_wrk).
     latency = report["latency_us"] if sc.depth == 1 else {}
     return {
         **figures,
@@ -815,14 +818,14 @@ def _tools(scenarios: list[Scenario], work: Path) -> Tools:
     """wrk, the idle client and the C floor: found, installed or built, or why not."""
     wrk, wrk_error = (None, None)
     if any(sc.kind in ("wrk", "slowloris") for sc in scenarios):
-        wrk, wrk_error = harness.ensure_wrk()
+        wrk, wrk_error = ensure_wrk()
     client, client_error = (None, None)
     if any(sc.kind == "idle" for sc in scenarios):
-        client, client_error = harness.build_c_tool(CLIENT_SRC, work)
-    floor, floor_error = harness.build_c_tool(FLOOR_SRC, work)
+        client, client_error = build_c_tool(CLIENT_SRC, work)
+    floor, floor_error = build_c_tool(FLOOR_SRC, work)
     slowloris, slowloris_error = (None, None)
     if any(sc.kind == "slowloris" for sc in scenarios):
-        slowloris, slowloris_error = harness.build_c_tool(SLOWLORIS_SRC, work)
+        slowloris, slowloris_error = build_c_tool(SLOWLORIS_SRC, work)
     for what, why in (
         ("wrk", wrk_error),
         ("idle client", client_error),

@@ -40,6 +40,7 @@ from typing import Any
 
 import harness
 import http_peers
+import tools
 
 SERVER_CPU, LOAD_CPU = 0, 1
 FLOOR = "rust-floor"
@@ -199,15 +200,13 @@ def start(subject: str, cert: Path, key: Path, work: Path) -> http_peers.PeerSer
 
 
 def keep_alive(wrk: str, srv: http_peers.PeerServer, seconds: float) -> dict[str, Any]:
-    cmd = harness.wrk_command(
-        wrk, f"https://127.0.0.1:{srv.port}/", connections=64, duration=seconds
-    )
+    cmd = tools.wrk_command(wrk, f"https://127.0.0.1:{srv.port}/", connections=64, duration=seconds)
     window = harness.CpuWindow(srv.pid, tree=True)
     out = subprocess.run(
         harness.pinned(cmd, LOAD_CPU), capture_output=True, text=True, timeout=seconds + 60
     )
     window.close()
-    w = harness.parse_wrk(out.stdout)
+    w = tools.parse_wrk(out.stdout)
     n = w.get("requests") or 0
     return {
         "requests": n,
@@ -259,7 +258,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--name", default=RESULTS.name, help="the JSON's file name in results/")
     args = p.parse_args(argv)
     rounds, seconds = (1, 3.0) if args.quick else (args.rounds, args.seconds)
-    wrk, why = harness.ensure_wrk()
+    wrk, why = tools.ensure_wrk()
     if wrk is None:
         print(f"https: {why}")
         return 1

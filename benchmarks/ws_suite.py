@@ -46,6 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 # The path line above makes these importable when this file is run as a script.
 import harness  # noqa: E402
 import reporting  # noqa: E402
+import tools  # noqa: E402
 import ws_peers  # noqa: E402
 import ws_report  # noqa: E402
 from rounds import run_rounds, summarise_rounds  # noqa: E402
@@ -308,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
     out_dir, update_readme = reporting.output_choice(args)
     machine = harness.machine_info()
     with tempfile.TemporaryDirectory(prefix="ringloop-ws-") as tmp:
-        client, client_error = harness.build_c_tool(CLIENT_SRC, Path(tmp))
+        client, client_error = tools.build_c_tool(CLIENT_SRC, Path(tmp))
         if client is None:
             print(f"ws: cannot build the load generator: {client_error}", file=sys.stderr)
             return 1
