@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import socket
 import subprocess
@@ -64,8 +63,8 @@ import harness  # noqa: E402
 import http_peers  # noqa: E402
 import http_report  # noqa: E402
 import reporting  # noqa: E402
+import suite_runner  # noqa: E402
 from http_peers import FLOOR, PATHS, SUBJECTS  # noqa: E402
-from rounds import run_rounds, summarise_rounds  # noqa: E402
 
 # Not `import tools`: the Tools found for a run are `tools` throughout this module.
 from tools import build_c_tool, ensure_wrk, parse_wrk, wrk_command  # noqa: E402
@@ -74,8 +73,6 @@ CONNECTIONS = 64
 PIPELINE_DEPTH = 16
 UPLOAD_BYTES = 1 << 20
 IDLE_CONNECTIONS = 10_000
-SERVER_CPU = 0
-CLIENT_CPU = 1
 PIPELINE_LUA = harness.BENCH_DIR / "pipeline.lua"
 UPLOAD_LUA = harness.BENCH_DIR / "upload.lua"
 CLIENT_SRC = harness.BENCH_DIR / "http_client.c"
@@ -636,26 +633,6 @@ def skip_reason(sc: Scenario, tools: Tools) -> str | None:
     return tools.wrk_error
 
 
-def unavailable_entry(
-    name: str, why: str, scenarios: list[Scenario], slowloris_subjects: tuple[str, ...]
-) -> dict[str, Any]:
-    """The JSON entry of a subject that cannot run here: every cell says why."""
-    subject = SUBJECTS[name]
-    return {
-        "kind": subject.interface,
-        "loop_class": subject.how,
-        "version": None,
-        "backend": None,
-        "load_error": why,
-        "package_mtimes": [],
-        "scenarios": {
-            sc.key: {"status": "unavailable", "error": why, "runs": []}
-            for sc in scenarios
-            if applies(name, sc, slowloris_subjects)
-        },
-    }
-
-
 QUICK = {"rounds": 1, "duration": 1.0, "idle": 2_000}
 FULL = {"rounds": 3, "duration": 3.0, "idle": IDLE_CONNECTIONS}
 
@@ -669,7 +646,6 @@ def main(argv: list[str] | None = None) -> int:
         return http_callgrind.main([a for a in argv if a != "--callgrind"])
     args = _parse_args(argv)
     preset = QUICK if args.quick else FULL
-    rounds = args.rounds or preset["rounds"]
     keys = args.scenarios or (QUICK_SCENARIOS if args.quick else list(SCENARIOS))
     scenarios = [SCENARIOS[k] for k in keys]
     st = Settings(
@@ -686,45 +662,43 @@ def main(argv: list[str] | None = None) -> int:
     slowloris_subjects = tuple(args.subjects) if args.subjects else SLOWLORIS_SUBJECTS
     args.subjects = args.subjects or list(SUBJECTS)
     out_dir, update_readme = reporting.output_choice(args)
-    machine = harness.machine_info()
+    run = suite_runner.SuiteRun(
+        suite="http",
+        report=http_report,
+        quick=args.quick,
+        rounds=args.rounds or preset["rounds"],
+        duration=st.duration,
+        server_cpu=st.server_cpu,
+        client_cpu=st.client_cpu,
+        scenarios=scenarios,
+        machine=harness.machine_info(),
+    )
     with tempfile.TemporaryDirectory(prefix="ringloop-http-") as tmp:
         tools = _tools(scenarios, Path(tmp))
-        unavailable = {}
-        for name in args.subjects:
-            why = http_peers.check(SUBJECTS[name], tools.floor, tools.floor_error)
-            if why:
-                print(f"  {name}: unavailable: {why}", flush=True)
-                unavailable[name] = why
-        names = [n for n in args.subjects if n not in unavailable]
-        print(
-            f"http: {len(names)} servers × {len(scenarios)} scenarios × {rounds} round(s) × "
-            f"{st.duration:g} s; server on CPU {st.server_cpu}, load on CPU {st.client_cpu}",
-            flush=True,
+        names, unavailable = suite_runner.available(
+            args.subjects,
+            lambda name: http_peers.check(SUBJECTS[name], tools.floor, tools.floor_error),
         )
-        t0 = time.monotonic()
-        state = run_rounds(
+        state = run.run_rounds(
             names,
-            scenarios,
-            rounds,
             lambda name, sc: measure(name, sc, st, tools),
             skip=lambda sc: skip_reason(sc, tools),
             applies=lambda name, sc: applies(name, sc, slowloris_subjects),
-            brief=http_report.brief,
         )
-    machine["loadavg_end"] = list(os.getloadavg())
-    subjects = summarise_rounds(state, scenarios, lambda n: SUBJECTS[n].interface, FIELDS)
-    for name, why in unavailable.items():
-        subjects[name] = unavailable_entry(name, why, scenarios, slowloris_subjects)
-    # Table order is the catalogue's, whatever ran or not; a subject none of the scenarios
-    # applies to (slowloris runs one row per server) has nothing to show.
-    subjects = {n: subjects[n] for n in SUBJECTS if n in subjects and subjects[n]["scenarios"]}
-    result = {
-        "suite": "http",
-        "machine": machine,
-        "settings": {
-            "quick": args.quick,
-            "rounds": rounds,
-            "duration": st.duration,
+    subjects = run.subjects(
+        state,
+        SUBJECTS,
+        lambda n: SUBJECTS[n].interface,
+        lambda n: SUBJECTS[n].how,
+        FIELDS,
+        unavailable,
+        lambda name, sc: applies(name, sc, slowloris_subjects),
+    )
+    # A subject none of the scenarios applies to (slowloris runs one row per server) has
+    # nothing to show.
+    subjects = {n: entry for n, entry in subjects.items() if entry["scenarios"]}
+    settings = run.settings(
+        {
             "connections": CONNECTIONS,
             "pipeline_depth": PIPELINE_DEPTH,
             "upload_bytes": UPLOAD_BYTES,
@@ -735,34 +709,17 @@ def main(argv: list[str] | None = None) -> int:
                 if "slowloris" in keys
                 else {}
             ),
-            "server_cpu": st.server_cpu,
-            "client_cpu": st.client_cpu,
-            "scenarios": keys,
-            "scenario_labels": {sc.key: sc.label for sc in scenarios},
+        },
+        more={
             "tools": {
                 "wrk": tools.wrk_error or "ok",
                 "http_client": tools.client_error or "ok",
                 "c-floor": tools.floor_error or "ok",
                 "slowloris": tools.slowloris_error or "ok",
             },
-            "statistic": "median of rounds; one server process per run",
-            "cpu_source": "/proc/PID/stat utime+stime (+ reaped children) of the server's "
-            "whole process tree",
-            "seconds": round(time.monotonic() - t0, 1),
         },
-        "subjects": subjects,
-    }
-    reporting.publish(
-        result,
-        out_dir,
-        "http.json",
-        http_report.console,
-        charts=http_report.charts,
-        section="http" if update_readme else None,
-        readme_body=http_report.readme_section,
     )
-    ok = any("rate" in c for e in subjects.values() for c in e["scenarios"].values())
-    return 0 if ok else 1
+    return run.publish(settings, subjects, out_dir, update_readme)
 
 
 def _slowloris_settings(
@@ -784,14 +741,18 @@ def _slowloris_settings(
 
 
 def _parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="http_suite.py", description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="2 scenarios × 1 s, 1 round")
-    parser.add_argument("--subjects", nargs="+", default=None, choices=list(SUBJECTS))
-    parser.add_argument("--scenarios", nargs="+", default=None, choices=list(SCENARIOS))
-    parser.add_argument("--rounds", type=int, default=None, help="runs per pair (3; quick 1)")
-    parser.add_argument(
-        "--duration", type=float, default=None, help="seconds per wrk run (3; quick 1)"
-    )
+    return suite_runner.parser(
+        "http_suite.py",
+        __doc__.split("\n")[0],
+        SUBJECTS,
+        SCENARIOS,
+        quick_help="2 scenarios × 1 s, 1 round",
+        duration_help="seconds per wrk run (3; quick 1)",
+        own=_own_args,
+    ).parse_args(argv)
+
+
+def _own_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--idle-connections", type=int, default=None, help="idle scenario (10000; quick 2000)"
     )
@@ -808,10 +769,6 @@ def _parse_args(argv: list[str]) -> argparse.Namespace:
         help=f"seconds, given to every server that has one in the slowloris scenario "
         f"({HEAD_TIMEOUT:g}); its wrk runs last at least {SLOWLORIS_MARGIN:g} s longer",
     )
-    parser.add_argument("--server-cpu", type=int, default=SERVER_CPU, help="pin the server here")
-    parser.add_argument("--client-cpu", type=int, default=CLIENT_CPU, help="pin the load here")
-    reporting.add_output_args(parser)
-    return parser.parse_args(argv)
 
 
 def _tools(scenarios: list[Scenario], work: Path) -> Tools:

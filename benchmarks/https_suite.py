@@ -41,6 +41,7 @@ from typing import Any
 import harness
 import http_peers
 import tools
+from suite_runner import make_keys
 
 SERVER_CPU, LOAD_CPU = 0, 1
 FLOOR = "rust-floor"
@@ -72,39 +73,6 @@ http {{
     }}
 }}
 """
-
-
-def make_keys(work: Path) -> dict[str, tuple[Path, Path]]:
-    """A self-signed certificate for 127.0.0.1 of each kind: {kind: (cert, key)}."""
-    out = {}
-    for kind, gen in (
-        ("rsa", ["-newkey", "rsa:2048"]),
-        ("ecdsa", ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256"]),
-    ):
-        cert, key = work / f"{kind}.crt", work / f"{kind}.key"
-        subprocess.run(
-            [
-                "openssl",
-                "req",
-                "-x509",
-                *gen,
-                "-nodes",
-                "-keyout",
-                str(key),
-                "-out",
-                str(cert),
-                "-subj",
-                "/CN=127.0.0.1",
-                "-days",
-                "2",
-                "-addext",
-                "subjectAltName=IP:127.0.0.1",
-            ],
-            check=True,
-            capture_output=True,
-        )
-        out[kind] = (cert, key)
-    return out
 
 
 def _cargo() -> str | None:
