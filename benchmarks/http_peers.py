@@ -536,6 +536,18 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def server_env(apps_dir: Path) -> dict[str, str]:
+    """The environment a peer server runs in: the apps of ``apps_dir`` importable, its output
+    unbuffered (so the crash record's stderr is whole) and no bytecode written into
+    ``benchmarks/``."""
+    return {
+        **os.environ,
+        "PYTHONPATH": str(apps_dir),
+        "PYTHONUNBUFFERED": "1",
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
+
+
 class PeerServer(harness.ServerProcess):
     """A server that knows nothing of our line protocol: ready when its port answers.
 
@@ -624,12 +636,7 @@ def start(
         else:
             cmd = _with_flag(cmd, ht.flag, ht.value(head_timeout_s))
     cmd = harness.pinned(cmd, cpu)
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(APPS_DIR),
-        "PYTHONUNBUFFERED": "1",
-        "PYTHONDONTWRITEBYTECODE": "1",
-    }
+    env = server_env(APPS_DIR)
     # The readiness GET asks for the scenario's own path: for the upload app that is a
     # GET without a body, which every app here answers (with 0).
     return PeerServer(cmd, port, env, PATHS[response])

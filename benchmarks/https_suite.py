@@ -27,9 +27,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-import os
 import re
-import shutil
 import socket
 import ssl
 import subprocess
@@ -75,38 +73,11 @@ http {{
 """
 
 
-def _cargo() -> str | None:
-    found = shutil.which("cargo")
-    home = Path.home() / ".cargo" / "bin" / "cargo"
-    return found or (str(home) if home.exists() else None)
-
-
 @functools.cache
 def build_floor() -> Path:
-    """The TLS floor's binary, ``cargo build --release`` in ``benchmarks/tls_floor`` (a no-op
-    when it is up to date; the first build compiles aws-lc's C: minutes). Offline first, from
-    the registry cache ringloop's own build filled; crates.io if a crate is missing. Raises
-    ``harness.ServerFailed`` with cargo's last line."""
-    cargo = _cargo()
-    if cargo is None:
-        raise harness.ServerFailed("rust-floor: no cargo on PATH or in ~/.cargo/bin to build it")
-    base = [cargo, "build", "--release", "--locked", "--quiet"]
-    proc = None
-    for extra in (["--offline"], []):
-        proc = subprocess.run(
-            [*base, *extra],
-            cwd=FLOOR_DIR,
-            capture_output=True,
-            text=True,
-            timeout=1800,
-            env={**os.environ, "CARGO_TARGET_DIR": str(FLOOR_DIR / "target")},
-        )
-        if proc.returncode == 0:
-            return FLOOR_DIR / "target" / "release" / "tls_floor"
-    assert proc is not None
-    raise harness.ServerFailed(
-        f"rust-floor: cargo build failed: {harness.last_line(proc.stderr, '(no output)')}"
-    )
+    """The TLS floor's binary (``tools.cargo_build`` in ``benchmarks/tls_floor``; the first
+    build compiles aws-lc's C: minutes). Raises ``harness.ServerFailed``."""
+    return tools.cargo_build(FLOOR_DIR, "tls_floor", FLOOR)
 
 
 def command(subject: str, port: int, cert: Path, key: Path, work: Path) -> list[str]:
@@ -154,7 +125,7 @@ def answers_tls(port: int) -> bool:
 def start(subject: str, cert: Path, key: Path, work: Path) -> http_peers.PeerServer:
     port = http_peers.free_port()
     cmd = harness.pinned(command(subject, port, cert, key, work), SERVER_CPU)
-    env = {**harness.os.environ, "PYTHONPATH": str(http_peers.APPS_DIR), "PYTHONUNBUFFERED": "1"}
+    env = http_peers.server_env(http_peers.APPS_DIR)
     srv = http_peers.PeerServer(cmd, port, env, "/")
     deadline = time.monotonic() + 30
     while not answers_tls(port):

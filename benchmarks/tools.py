@@ -5,7 +5,8 @@
 * **Debian tools** (``ensure_debian``): a binary apt-got when it is missing, the package
   index refreshed once when that fails;
 * **our C tools** (``build_c_tool``): load generators and floors compiled with ``cc`` at
-  each run.
+  each run;
+* **our Rust floors** (``cargo_build``): built with cargo on first use, offline first.
 
 Split from ``harness.py`` (which keeps processes, pinning and /proc accounting); like it,
 this module names no suite.
@@ -146,3 +147,34 @@ def parse_wrk(text: str) -> dict[str, Any]:
         for pct, value, unit in re.findall(r"^\s*(\d+)%\s+([\d.]+)(us|ms|s|m|h)\s*$", dist, re.M):
             out["latency_us"][pct] = float(value) * WRK_UNITS[unit] * 1e6
     return out
+
+
+def cargo_build(crate: Path, binary: str, label: str) -> Path:
+    """``cargo build --release`` of one of our Rust floors in ``crate`` (a no-op when it is up
+    to date), its own target directory beside it; the path of ``binary``.
+
+    Offline first, from the registry cache ringloop's own build filled; crates.io only if a
+    crate is missing there. Raises ``harness.ServerFailed`` with ``label`` and cargo's last
+    line: a floor that cannot be built is a row left out, not a failed suite.
+    """
+    cargo = shutil.which("cargo")
+    home = Path.home() / ".cargo" / "bin" / "cargo"
+    cargo = cargo or (str(home) if home.exists() else None)
+    if cargo is None:
+        raise harness.ServerFailed(f"{label}: no cargo on PATH or in ~/.cargo/bin to build it")
+    proc = None
+    for extra in (["--offline"], []):
+        proc = subprocess.run(
+            [cargo, "build", "--release", "--locked", "--quiet", *extra],
+            cwd=crate,
+            capture_output=True,
+            text=True,
+            timeout=1800,
+            env={**os.environ, "CARGO_TARGET_DIR": str(crate / "target")},
+        )
+        if proc.returncode == 0:
+            return crate / "target" / "release" / binary
+    assert proc is not None
+    raise harness.ServerFailed(
+        f"{label}: cargo build failed: {harness.last_line(proc.stderr, '(no output)')}"
+    )
