@@ -277,16 +277,8 @@ def main(argv: list[str] | None = None) -> int:
     if h2load is None:
         print(f"h2: h2load: {why}")
         return 1
-    run = suite_runner.SuiteRun(
-        suite="h2",
-        report=h2_report,
-        quick=args.quick,
-        rounds=args.rounds or preset["rounds"],
-        duration=args.duration or preset["duration"],
-        server_cpu=args.server_cpu,
-        client_cpu=args.client_cpu,
-        scenarios=[SCENARIOS[k] for k in keys],
-        machine=harness.machine_info(),
+    run = suite_runner.SuiteRun.from_args(
+        "h2", h2_report, args, preset, [SCENARIOS[k] for k in keys]
     )
     with tempfile.TemporaryDirectory(prefix="ringloop-h2-") as tmp:
         work = Path(tmp)
@@ -310,8 +302,7 @@ def main(argv: list[str] | None = None) -> int:
     subjects = run.subjects(
         state,
         SUBJECTS,
-        lambda n: SUBJECTS[n].server,
-        lambda n: SUBJECTS[n].how,
+        lambda subject: subject.server,
         FIELDS,
         unavailable,
         applies,
@@ -337,7 +328,7 @@ def _check(name: str) -> str | None:
 def _parse_args(argv: list[str]) -> argparse.Namespace:
     return suite_runner.parser(
         "h2_suite.py",
-        __doc__.split("\n")[0],
+        __doc__,
         SUBJECTS,
         SCENARIOS,
         quick_help="1 round × 2 s",

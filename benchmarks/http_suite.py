@@ -553,17 +553,7 @@ def main(argv: list[str] | None = None) -> int:
     slowloris_subjects = tuple(args.subjects) if args.subjects else SLOWLORIS_SUBJECTS
     args.subjects = args.subjects or list(SUBJECTS)
     out_dir, update_readme = reporting.output_choice(args)
-    run = suite_runner.SuiteRun(
-        suite="http",
-        report=http_report,
-        quick=args.quick,
-        rounds=args.rounds or preset["rounds"],
-        duration=st.duration,
-        server_cpu=st.server_cpu,
-        client_cpu=st.client_cpu,
-        scenarios=scenarios,
-        machine=harness.machine_info(),
-    )
+    run = suite_runner.SuiteRun.from_args("http", http_report, args, preset, scenarios)
     with tempfile.TemporaryDirectory(prefix="ringloop-http-") as tmp:
         tools = _tools(scenarios, Path(tmp))
         names, unavailable = suite_runner.available(
@@ -579,8 +569,7 @@ def main(argv: list[str] | None = None) -> int:
     subjects = run.subjects(
         state,
         SUBJECTS,
-        lambda n: SUBJECTS[n].interface,
-        lambda n: SUBJECTS[n].how,
+        lambda subject: subject.interface,
         FIELDS,
         unavailable,
         lambda name, sc: applies(name, sc, slowloris_subjects),
@@ -634,7 +623,7 @@ def _slowloris_settings(
 def _parse_args(argv: list[str]) -> argparse.Namespace:
     return suite_runner.parser(
         "http_suite.py",
-        __doc__.split("\n")[0],
+        __doc__,
         SUBJECTS,
         SCENARIOS,
         quick_help="2 scenarios × 1 s, 1 round",

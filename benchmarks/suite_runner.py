@@ -16,11 +16,12 @@ import argparse
 import os
 import subprocess
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+import harness
 import reporting
 from rounds import run_rounds, summarise_rounds
 
@@ -48,7 +49,7 @@ class Report(Protocol):
 
 def parser(
     prog: str,
-    description: str,
+    doc: str | None,
     subjects: Iterable[str],
     scenarios: Iterable[str],
     *,
@@ -56,9 +57,10 @@ def parser(
     duration_help: str,
     own: Callable[[argparse.ArgumentParser], None] | None = None,
 ) -> argparse.ArgumentParser:
-    """The flags every server suite takes; ``own`` adds the suite's own after ``--duration``
-    (so ``--help`` lists them beside the other load settings, before pinning and output)."""
-    p = argparse.ArgumentParser(prog=prog, description=description)
+    """The flags every server suite takes, described by the first line of the suite's ``doc``;
+    ``own`` adds the suite's own after ``--duration`` (so ``--help`` lists them beside the
+    other load settings, before pinning and output)."""
+    p = argparse.ArgumentParser(prog=prog, description=(doc or "").split("\n")[0])
     p.add_argument("--quick", action="store_true", help=quick_help)
     p.add_argument("--subjects", nargs="+", default=None, choices=list(subjects))
     p.add_argument("--scenarios", nargs="+", default=None, choices=list(scenarios))
@@ -102,6 +104,29 @@ class SuiteRun:
     machine: dict[str, Any]
     t0: float = field(default=0.0, init=False)
 
+    @classmethod
+    def from_args(
+        cls,
+        suite: str,
+        report: Report,
+        args: argparse.Namespace,
+        preset: Mapping[str, Any],
+        scenarios: list[Any],
+    ) -> SuiteRun:
+        """From the common flags (``parser``); rounds and duration not given (or 0) are
+        ``preset``'s (the suite's quick or full one). Records the machine now."""
+        return cls(
+            suite=suite,
+            report=report,
+            quick=args.quick,
+            rounds=args.rounds or preset["rounds"],
+            duration=args.duration or preset["duration"],
+            server_cpu=args.server_cpu,
+            client_cpu=args.client_cpu,
+            scenarios=scenarios,
+            machine=harness.machine_info(),
+        )
+
     def run_rounds(
         self,
         names: list[str],
@@ -128,20 +153,21 @@ class SuiteRun:
     def subjects(
         self,
         state: dict[str, Any],
-        catalogue: Iterable[str],
-        kind: Callable[[str], str],
-        how: Callable[[str], str],
+        catalogue: Mapping[str, Any],
+        kind: Callable[[Any], str],
         fields: tuple[str, ...],
         unavailable: dict[str, str],
         applies: Callable[[str, Any], bool] = lambda _name, _sc: True,
     ) -> dict[str, Any]:
         """The medians of every subject that ran, an entry saying why of every one that could
-        not (each cell "unavailable"), in the catalogue's order whatever ran."""
-        out = summarise_rounds(state, self.scenarios, kind, fields)
+        not (each cell "unavailable"), in the catalogue's order whatever ran. ``catalogue``:
+        name -> subject (its ``how`` is the entry's ``loop_class``); ``kind`` of a subject:
+        what the tables group it by."""
+        out = summarise_rounds(state, self.scenarios, lambda n: kind(catalogue[n]), fields)
         for name, why in unavailable.items():
             out[name] = {
-                "kind": kind(name),
-                "loop_class": how(name),
+                "kind": kind(catalogue[name]),
+                "loop_class": catalogue[name].how,
                 "version": None,
                 "backend": None,
                 "load_error": why,

@@ -278,16 +278,8 @@ def main(argv: list[str] | None = None) -> int:
     preset = QUICK if args.quick else FULL
     keys = args.scenarios or list(SCENARIOS)
     out_dir, update_readme = reporting.output_choice(args)
-    run = suite_runner.SuiteRun(
-        suite="ws",
-        report=ws_report,
-        quick=args.quick,
-        rounds=args.rounds or preset["rounds"],
-        duration=args.duration or preset["duration"],
-        server_cpu=args.server_cpu,
-        client_cpu=args.client_cpu,
-        scenarios=[SCENARIOS[k] for k in keys],
-        machine=harness.machine_info(),
+    run = suite_runner.SuiteRun.from_args(
+        "ws", ws_report, args, preset, [SCENARIOS[k] for k in keys]
     )
     st = Settings(
         duration=run.duration,
@@ -308,8 +300,7 @@ def main(argv: list[str] | None = None) -> int:
     subjects = run.subjects(
         state,
         SUBJECTS,
-        lambda n: SUBJECTS[n].interface,
-        lambda n: SUBJECTS[n].how,
+        lambda subject: subject.interface,
         FIELDS,
         unavailable,
     )
@@ -330,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
 def _parse_args(argv: list[str]) -> argparse.Namespace:
     parser = suite_runner.parser(
         "ws_suite.py",
-        __doc__.split("\n")[0],
+        __doc__,
         SUBJECTS,
         SCENARIOS,
         quick_help="1 round × 1 s",
