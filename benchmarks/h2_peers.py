@@ -24,7 +24,6 @@ import contextlib
 import functools
 import importlib.metadata
 import os
-import shutil
 import socket
 import ssl
 import subprocess
@@ -36,6 +35,7 @@ from typing import Any
 
 import harness
 import http_peers
+import tools
 
 PY = http_peers.PY
 FLOOR = "h2-floor"
@@ -190,28 +190,8 @@ TLS_SUBJECTS = ("ringloop-asgi", "granian-asgi", NGINX)
 
 @functools.cache
 def build_floor() -> Path:
-    """``cargo build --release`` in ``h2_floor/`` (a no-op when up to date): offline first, from
-    the registry cache ringloop's own build filled; crates.io if a crate is missing. Raises
-    ``harness.ServerFailed`` with cargo's last line."""
-    cargo = shutil.which("cargo") or str(Path.home() / ".cargo" / "bin" / "cargo")
-    if not Path(cargo).exists() and shutil.which(cargo) is None:
-        raise harness.ServerFailed("h2-floor: no cargo on PATH or in ~/.cargo/bin to build it")
-    proc = None
-    for extra in (["--offline"], []):
-        proc = subprocess.run(
-            [cargo, "build", "--release", "--locked", "--quiet", *extra],
-            cwd=FLOOR_DIR,
-            capture_output=True,
-            text=True,
-            timeout=1800,
-            env={**os.environ, "CARGO_TARGET_DIR": str(FLOOR_DIR / "target")},
-        )
-        if proc.returncode == 0:
-            return FLOOR_DIR / "target" / "release" / "h2_floor"
-    assert proc is not None
-    raise harness.ServerFailed(
-        f"h2-floor: cargo build failed: {harness.last_line(proc.stderr, '(no output)')}"
-    )
+    """``h2_floor/``'s binary (``tools.cargo_build``); raises ``harness.ServerFailed``."""
+    return tools.cargo_build(FLOOR_DIR, "h2_floor", FLOOR)
 
 
 # --------------------------------------------------------------------------- availability
@@ -226,7 +206,7 @@ def check(subject: Subject) -> str | None:
             return str(exc)
         return None
     if subject.name == NGINX:
-        _path, why = harness.ensure_debian("nginx", "nginx", present=http_peers.nginx_path)
+        _path, why = tools.ensure_debian("nginx", "nginx", present=http_peers.nginx_path)
         return why
     for package in subject.packages:
         why = http_peers._import_error(package)
@@ -308,10 +288,5 @@ def start(subject: Subject, cpu: int | None, work: Path, tls: Tls | None) -> H2S
     """``subject`` serving plaintext over h2c (``tls`` None) or TLS, pinned to ``cpu``."""
     port = None if subject.name == FLOOR else http_peers.free_port()
     cmd = harness.pinned(subject.command(port or 0, work, tls), cpu)
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(http_peers.APPS_DIR),
-        "PYTHONUNBUFFERED": "1",
-        "PYTHONDONTWRITEBYTECODE": "1",
-    }
+    env = http_peers.server_env(http_peers.APPS_DIR)
     return H2Server(cmd, port, env, tls is not None)

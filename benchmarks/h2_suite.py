@@ -29,7 +29,6 @@ Full run: 3 rounds × 5 s, median; ``results/h2.json``, ``results/h2_cpu.png``,
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import subprocess
 import sys
@@ -44,15 +43,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import h2_peers  # noqa: E402
 import h2_report  # noqa: E402
 import harness  # noqa: E402
-import https_suite  # noqa: E402
 import reporting  # noqa: E402
+import suite_runner  # noqa: E402
+import tools  # noqa: E402
 from h2_peers import SUBJECTS, TLS_SUBJECTS  # noqa: E402
-from rounds import run_rounds, summarise_rounds  # noqa: E402
 
 CONNECTIONS = 64
 STREAMS = 10  # h2load -m: streams in flight per connection
-SERVER_CPU = 0
-CLIENT_CPU = 1
 WARM_UP_SECONDS = 1.0
 FIELDS = ("rate", "cpu_us", "server_busy", "client_busy", "p50_us", "p99_us", "rss_bytes")
 
@@ -86,7 +83,7 @@ class Settings:
 
 def ensure_h2load() -> tuple[str | None, str | None]:
     """h2load (Debian's nghttp2-client), installed if missing; or why not."""
-    return harness.ensure_debian("h2load", "nghttp2-client")
+    return tools.ensure_debian("h2load", "nghttp2-client")
 
 
 # --------------------------------------------------------------------------- checking answers
@@ -273,32 +270,25 @@ FULL = {"rounds": 3, "duration": 5.0}
 def main(argv: list[str] | None = None) -> int:
     args = _parse_args(list(sys.argv[1:] if argv is None else argv))
     preset = QUICK if args.quick else FULL
-    rounds = args.rounds or preset["rounds"]
     keys = args.scenarios or list(SCENARIOS)
-    scenarios = [SCENARIOS[k] for k in keys]
     names = args.subjects or list(SUBJECTS)
     out_dir, update_readme = reporting.output_choice(args)
     h2load, why = ensure_h2load()
     if h2load is None:
         print(f"h2: h2load: {why}")
         return 1
-    machine = harness.machine_info()
-    unavailable: dict[str, str] = {}
+    run = suite_runner.SuiteRun.from_args(
+        "h2", h2_report, args, preset, [SCENARIOS[k] for k in keys]
+    )
     with tempfile.TemporaryDirectory(prefix="ringloop-h2-") as tmp:
         work = Path(tmp)
         tls = None
-        if any(sc.tls for sc in scenarios):
-            cert, key = https_suite.make_keys(work)["ecdsa"]
+        if any(sc.tls for sc in run.scenarios):
+            cert, key = suite_runner.make_keys(work)["ecdsa"]
             tls = h2_peers.Tls(cert, key)
-        for name in names:
-            if name == h2_peers.FLOOR:
-                print(f"  {name}: cargo build --release in {h2_peers.FLOOR_DIR}", flush=True)
-            if why := h2_peers.check(SUBJECTS[name]):
-                print(f"  {name}: unavailable: {why}", flush=True)
-                unavailable[name] = why
-        ran = [n for n in names if n not in unavailable]
+        ran, unavailable = suite_runner.available(names, _check)
         st = Settings(
-            duration=args.duration or preset["duration"],
+            duration=run.duration,
             server_cpu=args.server_cpu,
             client_cpu=args.client_cpu,
             first_scenario=keys[0],
@@ -306,84 +296,44 @@ def main(argv: list[str] | None = None) -> int:
             work=work,
             tls=tls,
         )
-        print(
-            f"h2: {len(ran)} servers × {len(scenarios)} scenarios × {rounds} round(s) × "
-            f"{st.duration:g} s; server on CPU {st.server_cpu}, h2load on CPU {st.client_cpu}",
-            flush=True,
+        state = run.run_rounds(
+            ran, lambda name, sc: measure(name, sc, st), load="h2load", applies=applies
         )
-        t0 = time.monotonic()
-        state = run_rounds(
-            ran,
-            scenarios,
-            rounds,
-            lambda name, sc: measure(name, sc, st),
-            applies=applies,
-            brief=h2_report.brief,
-        )
-    machine["loadavg_end"] = list(os.getloadavg())
-    subjects = summarise_rounds(state, scenarios, lambda n: SUBJECTS[n].server, FIELDS)
-    for name, why in unavailable.items():
-        subjects[name] = {
-            "kind": SUBJECTS[name].server,
-            "loop_class": SUBJECTS[name].how,
-            "version": None,
-            "backend": None,
-            "load_error": why,
-            "package_mtimes": [],
-            "scenarios": {
-                sc.key: {"status": "unavailable", "error": why, "runs": []}
-                for sc in scenarios
-                if applies(name, sc)
-            },
-        }
-    subjects = {n: subjects[n] for n in SUBJECTS if n in subjects}
-    result = {
-        "suite": "h2",
-        "machine": machine,
-        "settings": {
-            "quick": args.quick,
-            "rounds": rounds,
-            "duration": st.duration,
+    subjects = run.subjects(
+        state,
+        SUBJECTS,
+        lambda subject: subject.server,
+        FIELDS,
+        unavailable,
+        applies,
+    )
+    settings = run.settings(
+        {
             "connections": CONNECTIONS,
             "streams": STREAMS,
             "warm_up_seconds": WARM_UP_SECONDS,
             "tls_key": "ECDSA P-256",
-            "server_cpu": st.server_cpu,
-            "client_cpu": st.client_cpu,
-            "scenarios": keys,
-            "scenario_labels": {sc.key: sc.label for sc in scenarios},
-            "statistic": "median of rounds; one server process per run",
-            "cpu_source": "/proc/PID/stat utime+stime (+ reaped children) of the server's "
-            "whole process tree",
-            "latency_source": "h2load --log-file, per request",
-            "seconds": round(time.monotonic() - t0, 1),
         },
-        "subjects": subjects,
-    }
-    reporting.publish(
-        result,
-        out_dir,
-        "h2.json",
-        h2_report.console,
-        charts=h2_report.charts,
-        section="h2" if update_readme else None,
-        readme_body=h2_report.readme_section,
+        latency_source="h2load --log-file, per request",
     )
-    ok = any("rate" in c for e in subjects.values() for c in e["scenarios"].values())
-    return 0 if ok else 1
+    return run.publish(settings, subjects, out_dir, update_readme)
+
+
+def _check(name: str) -> str | None:
+    if name == h2_peers.FLOOR:
+        print(f"  {name}: cargo build --release in {h2_peers.FLOOR_DIR}", flush=True)
+    return h2_peers.check(SUBJECTS[name])
 
 
 def _parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="h2_suite.py", description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="1 round × 2 s")
-    parser.add_argument("--subjects", nargs="+", default=None, choices=list(SUBJECTS))
-    parser.add_argument("--scenarios", nargs="+", default=None, choices=list(SCENARIOS))
-    parser.add_argument("--rounds", type=int, default=None, help="runs per pair (3; quick 1)")
-    parser.add_argument("--duration", type=float, default=None, help="seconds per run (5)")
-    parser.add_argument("--server-cpu", type=int, default=SERVER_CPU, help="pin the server here")
-    parser.add_argument("--client-cpu", type=int, default=CLIENT_CPU, help="pin the load here")
-    reporting.add_output_args(parser)
-    return parser.parse_args(argv)
+    return suite_runner.parser(
+        "h2_suite.py",
+        __doc__,
+        SUBJECTS,
+        SCENARIOS,
+        quick_help="1 round × 2 s",
+        duration_help="seconds per run (5)",
+    ).parse_args(argv)
 
 
 if __name__ == "__main__":

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import selectors
 import socket
 import sys
@@ -198,7 +197,7 @@ def phase(args: argparse.Namespace, upload: int, work: Path) -> dict[str, Any]:
     cmd = http_peers._ringloop("asgi")("upload", http_peers.free_port(), work)
     port = int(cmd[cmd.index("--port") + 1])
     cmd += ["--http", "2", "--http2-max-concurrent-streams", str(args.in_flight + 1)]
-    env = {**os.environ, "PYTHONPATH": str(http_peers.APPS_DIR), "PYTHONUNBUFFERED": "1"}
+    env = http_peers.server_env(http_peers.APPS_DIR)
     server = h2_peers.H2Server(harness.pinned(cmd, SERVER_CPU), port, env, tls=False)
     try:
         server.wait_ready(timeout=60)

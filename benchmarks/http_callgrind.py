@@ -54,6 +54,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import harness  # noqa: E402
 import http_peers  # noqa: E402
 import reporting  # noqa: E402
+import tools  # noqa: E402
 from http_peers import PATHS, SUBJECTS  # noqa: E402
 
 DEFAULT_SUBJECTS = ["ringloop-asgi", "granian-asgi", "uvicorn", "c-floor"]
@@ -244,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     extra = shlex.split(args.ringloop_flags)
     if shutil.which("valgrind") is None:
-        _path, why = harness.ensure_debian("valgrind", "valgrind")
+        _path, why = tools.ensure_debian("valgrind", "valgrind")
         if why:
             print(f"callgrind: {why}", file=sys.stderr)
             return 1
@@ -253,8 +254,8 @@ def main(argv: list[str] | None = None) -> int:
     subjects: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="ringloop-callgrind-") as tmp:
         work = Path(tmp)
-        client, why = harness.build_c_tool(harness.BENCH_DIR / "http_client.c", work)
-        floor, floor_why = harness.build_c_tool(harness.BENCH_DIR / "http_floor.c", work)
+        client, why = tools.build_c_tool(harness.BENCH_DIR / "http_client.c", work)
+        floor, floor_why = tools.build_c_tool(harness.BENCH_DIR / "http_floor.c", work)
         if client is None:
             print(f"callgrind: {why}", file=sys.stderr)
             return 1

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import harness
+import tools
 
 APPS_DIR = harness.BENCH_DIR / "http_apps"
 PY = sys.executable
@@ -459,12 +460,12 @@ def check(subject: Subject, floor: str | None, floor_error: str | None) -> str |
     if subject.name == FLOOR:
         return floor_error if floor is None else None
     if subject.name == NGINX:
-        _path, why = harness.ensure_debian("nginx", "nginx", present=nginx_path)
+        _path, why = tools.ensure_debian("nginx", "nginx", present=nginx_path)
         return why
     for package in subject.packages:
         why = _import_error(package)
         if why and subject.debian and ".so" in why:
-            harness.ensure_debian(subject.debian, subject.debian, present=lambda: None)
+            tools.ensure_debian(subject.debian, subject.debian, present=lambda: None)
             why = _import_error(package)
         if why:
             return f"{package} does not import: {why}"
@@ -533,6 +534,18 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def server_env(apps_dir: Path) -> dict[str, str]:
+    """The environment a peer server runs in: the apps of ``apps_dir`` importable, its output
+    unbuffered (so the crash record's stderr is whole) and no bytecode written into
+    ``benchmarks/``."""
+    return {
+        **os.environ,
+        "PYTHONPATH": str(apps_dir),
+        "PYTHONUNBUFFERED": "1",
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
 
 
 class PeerServer(harness.ServerProcess):
@@ -623,12 +636,7 @@ def start(
         else:
             cmd = _with_flag(cmd, ht.flag, ht.value(head_timeout_s))
     cmd = harness.pinned(cmd, cpu)
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(APPS_DIR),
-        "PYTHONUNBUFFERED": "1",
-        "PYTHONDONTWRITEBYTECODE": "1",
-    }
+    env = server_env(APPS_DIR)
     # The readiness GET asks for the scenario's own path: for the upload app that is a
     # GET without a body, which every app here answers (with 0).
     return PeerServer(cmd, port, env, PATHS[response])

@@ -38,17 +38,15 @@ Full run: every scenario, 3 rounds × 3 s (the slowloris runs: the head timeout 
 section between the ``http`` markers. ``--quick``: plaintext and pipelined for every subject,
 1 round × 1 s, into ``results/quick/``.
 
-This module is the workload and ``main``; the servers are ``http_peers.py``'s, the tables,
-targets and charts ``http_report.py``'s, processes and /proc ``harness.py``'s.
+This module is the workload and ``main``; the answer check is ``http_answers.py``'s, the
+servers ``http_peers.py``'s, the tables, targets and charts ``http_report.py``'s, processes
+and /proc ``harness.py``'s, the flags, rounds and publication ``suite_runner.py``'s.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import re
-import socket
 import subprocess
 import sys
 import tempfile
@@ -64,15 +62,16 @@ import harness  # noqa: E402
 import http_peers  # noqa: E402
 import http_report  # noqa: E402
 import reporting  # noqa: E402
+import suite_runner  # noqa: E402
+from http_answers import UPLOAD_BYTES, probe  # noqa: E402
 from http_peers import FLOOR, PATHS, SUBJECTS  # noqa: E402
-from rounds import run_rounds, summarise_rounds  # noqa: E402
+
+# Not `import tools`: the Tools found for a run are `tools` throughout this module.
+from tools import build_c_tool, ensure_wrk, parse_wrk, wrk_command  # noqa: E402
 
 CONNECTIONS = 64
 PIPELINE_DEPTH = 16
-UPLOAD_BYTES = 1 << 20
 IDLE_CONNECTIONS = 10_000
-SERVER_CPU = 0
-CLIENT_CPU = 1
 PIPELINE_LUA = harness.BENCH_DIR / "pipeline.lua"
 UPLOAD_LUA = harness.BENCH_DIR / "upload.lua"
 CLIENT_SRC = harness.BENCH_DIR / "http_client.c"
@@ -194,114 +193,6 @@ class Tools:
     slowloris_error: str | None = None
 
 
-# --------------------------------------------------------------------------- checking answers
-
-BIG = b"x" * 65536
-
-
-def _expected(sc: Scenario, body: bytes) -> str | None:
-    """What is wrong with ``body`` as the answer to ``sc``'s request, or None."""
-    if sc.response == "hello" and body != b"Hello, world!":
-        return f"body {body[:40]!r}, not b'Hello, world!'"
-    if sc.response == "big" and body != BIG:
-        return f"a body of {len(body)} bytes, not 64 KiB of x"
-    if sc.response == "upload" and body != str(UPLOAD_BYTES).encode():
-        return f"body {body[:40]!r}: the app did not see the {UPLOAD_BYTES}-byte upload"
-    if sc.response == "json":
-        try:
-            doc = json.loads(body)
-        except ValueError:
-            doc = None
-        if doc != {"message": "Hello, world!"}:
-            return f"body {body[:60]!r} is not the JSON message"
-    return None
-
-
-class _Responses:
-    """HTTP/1.1 responses read off one socket: status, headers, body by length or chunks."""
-
-    def __init__(self, sock: socket.socket):
-        self.sock = sock
-        self.buf = b""
-
-    def _fill(self) -> None:
-        chunk = self.sock.recv(1 << 20)
-        if not chunk:
-            raise ConnectionError("the server closed the connection")
-        self.buf += chunk
-
-    def _line(self) -> bytes:
-        while b"\r\n" not in self.buf:
-            self._fill()
-        line, self.buf = self.buf.split(b"\r\n", 1)
-        return line
-
-    def _take(self, n: int) -> bytes:
-        while len(self.buf) < n:
-            self._fill()
-        out, self.buf = self.buf[:n], self.buf[n:]
-        return out
-
-    def next(self) -> tuple[int, dict[bytes, bytes], bytes]:
-        status = self._line().split(b" ", 2)
-        headers = {}
-        while line := self._line():
-            name, _, value = line.partition(b":")
-            headers[name.strip().lower()] = value.strip()
-        if b"content-length" in headers:
-            return int(status[1]), headers, self._take(int(headers[b"content-length"]))
-        if headers.get(b"transfer-encoding", b"").lower() == b"chunked":
-            body = b""
-            while size := int(self._line().split(b";")[0], 16):
-                body += self._take(size)
-                self._take(2)
-            while self._line():  # trailers
-                pass
-            return int(status[1]), headers, body
-        raise ValueError(f"response {status[1]!r} with neither Content-Length nor chunked body")
-
-
-def probe(port: int, sc: Scenario, reference: bool) -> str | None:
-    """Check the subject's answers on one keep-alive connection and warm it up.
-
-    ``sc.depth`` requests per write (the pipelined scenario checks pipelining); every
-    response must be a 200 and, except from the canned references, the app's exact body.
-    Returns what went wrong, or None. Catching a wrong answer here means wrk never counts
-    the bytes of a server that answers garbage.
-    """
-    path = PATHS[sc.response]
-    if sc.response == "upload":
-        request = (
-            f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-            f"Content-Type: application/octet-stream\r\nContent-Length: {UPLOAD_BYTES}\r\n\r\n"
-        ).encode() + b"x" * UPLOAD_BYTES
-    else:
-        request = f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode()
-    rounds = {"hello": 100, "json": 200, "big": 40, "upload": 5}[sc.response]
-    if sc.depth > 1:
-        rounds //= 4
-    answered = 0
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
-            responses = _Responses(sock)
-            for _ in range(rounds):
-                sock.sendall(request * sc.depth)
-                for _ in range(sc.depth):
-                    status, _headers, body = responses.next()
-                    if status != 200:
-                        return f"status {status} to {sc.label}: {body[:60]!r}"
-                    if not reference and (wrong := _expected(sc, body)):
-                        return f"wrong answer to {sc.label}: {wrong}"
-                    answered += 1
-    except (OSError, ValueError) as exc:
-        # Which request failed tells a keep-alive or pipelining bug from a dead server.
-        return (
-            f"warm-up probe, request {answered + 1} on one keep-alive connection"
-            f"{f' ({sc.depth} per write)' if sc.depth > 1 else ''}: {type(exc).__name__}: {exc}"
-        )
-    return None
-
-
 # --------------------------------------------------------------------------- one run
 
 
@@ -318,7 +209,7 @@ def run_wrk(
     """
     assert server.port is not None
     duration = st.duration if duration is None else duration
-    cmd = harness.wrk_command(
+    cmd = wrk_command(
         wrk,
         f"http://127.0.0.1:{server.port}{PATHS[sc.response]}",
         connections=CONNECTIONS,
@@ -335,7 +226,7 @@ def run_wrk(
         return {"failure": f"wrk timed out after {duration + 60:.0f}s"}
     window.close()
     rss = harness.tree_rss_bytes(server.pid)
-    report = harness.parse_wrk(proc.stdout)
+    report = parse_wrk(proc.stdout)
     errors = {k: v for k, v in report["socket_errors"].items() if v}
     if proc.returncode != 0 or "requests" not in report:
         why = harness.last_line(proc.stderr or proc.stdout, "(no output)")
@@ -356,7 +247,7 @@ def run_wrk(
         window.children_seconds,
         window.wall,
     )
-    # wrk's percentiles of a pipelined run are not measurements (see harness.parse_wrk).
+    # wrk's percentiles of a pipelined run are not measurements (see tools.parse_wrk).
     latency = report["latency_us"] if sc.depth == 1 else {}
     return {
         **figures,
@@ -633,26 +524,6 @@ def skip_reason(sc: Scenario, tools: Tools) -> str | None:
     return tools.wrk_error
 
 
-def unavailable_entry(
-    name: str, why: str, scenarios: list[Scenario], slowloris_subjects: tuple[str, ...]
-) -> dict[str, Any]:
-    """The JSON entry of a subject that cannot run here: every cell says why."""
-    subject = SUBJECTS[name]
-    return {
-        "kind": subject.interface,
-        "loop_class": subject.how,
-        "version": None,
-        "backend": None,
-        "load_error": why,
-        "package_mtimes": [],
-        "scenarios": {
-            sc.key: {"status": "unavailable", "error": why, "runs": []}
-            for sc in scenarios
-            if applies(name, sc, slowloris_subjects)
-        },
-    }
-
-
 QUICK = {"rounds": 1, "duration": 1.0, "idle": 2_000}
 FULL = {"rounds": 3, "duration": 3.0, "idle": IDLE_CONNECTIONS}
 
@@ -666,7 +537,6 @@ def main(argv: list[str] | None = None) -> int:
         return http_callgrind.main([a for a in argv if a != "--callgrind"])
     args = _parse_args(argv)
     preset = QUICK if args.quick else FULL
-    rounds = args.rounds or preset["rounds"]
     keys = args.scenarios or (QUICK_SCENARIOS if args.quick else list(SCENARIOS))
     scenarios = [SCENARIOS[k] for k in keys]
     st = Settings(
@@ -683,45 +553,32 @@ def main(argv: list[str] | None = None) -> int:
     slowloris_subjects = tuple(args.subjects) if args.subjects else SLOWLORIS_SUBJECTS
     args.subjects = args.subjects or list(SUBJECTS)
     out_dir, update_readme = reporting.output_choice(args)
-    machine = harness.machine_info()
+    run = suite_runner.SuiteRun.from_args("http", http_report, args, preset, scenarios)
     with tempfile.TemporaryDirectory(prefix="ringloop-http-") as tmp:
         tools = _tools(scenarios, Path(tmp))
-        unavailable = {}
-        for name in args.subjects:
-            why = http_peers.check(SUBJECTS[name], tools.floor, tools.floor_error)
-            if why:
-                print(f"  {name}: unavailable: {why}", flush=True)
-                unavailable[name] = why
-        names = [n for n in args.subjects if n not in unavailable]
-        print(
-            f"http: {len(names)} servers × {len(scenarios)} scenarios × {rounds} round(s) × "
-            f"{st.duration:g} s; server on CPU {st.server_cpu}, load on CPU {st.client_cpu}",
-            flush=True,
+        names, unavailable = suite_runner.available(
+            args.subjects,
+            lambda name: http_peers.check(SUBJECTS[name], tools.floor, tools.floor_error),
         )
-        t0 = time.monotonic()
-        state = run_rounds(
+        state = run.run_rounds(
             names,
-            scenarios,
-            rounds,
             lambda name, sc: measure(name, sc, st, tools),
             skip=lambda sc: skip_reason(sc, tools),
             applies=lambda name, sc: applies(name, sc, slowloris_subjects),
-            brief=http_report.brief,
         )
-    machine["loadavg_end"] = list(os.getloadavg())
-    subjects = summarise_rounds(state, scenarios, lambda n: SUBJECTS[n].interface, FIELDS)
-    for name, why in unavailable.items():
-        subjects[name] = unavailable_entry(name, why, scenarios, slowloris_subjects)
-    # Table order is the catalogue's, whatever ran or not; a subject none of the scenarios
-    # applies to (slowloris runs one row per server) has nothing to show.
-    subjects = {n: subjects[n] for n in SUBJECTS if n in subjects and subjects[n]["scenarios"]}
-    result = {
-        "suite": "http",
-        "machine": machine,
-        "settings": {
-            "quick": args.quick,
-            "rounds": rounds,
-            "duration": st.duration,
+    subjects = run.subjects(
+        state,
+        SUBJECTS,
+        lambda subject: subject.interface,
+        FIELDS,
+        unavailable,
+        lambda name, sc: applies(name, sc, slowloris_subjects),
+    )
+    # A subject none of the scenarios applies to (slowloris runs one row per server) has
+    # nothing to show.
+    subjects = {n: entry for n, entry in subjects.items() if entry["scenarios"]}
+    settings = run.settings(
+        {
             "connections": CONNECTIONS,
             "pipeline_depth": PIPELINE_DEPTH,
             "upload_bytes": UPLOAD_BYTES,
@@ -732,34 +589,17 @@ def main(argv: list[str] | None = None) -> int:
                 if "slowloris" in keys
                 else {}
             ),
-            "server_cpu": st.server_cpu,
-            "client_cpu": st.client_cpu,
-            "scenarios": keys,
-            "scenario_labels": {sc.key: sc.label for sc in scenarios},
+        },
+        more={
             "tools": {
                 "wrk": tools.wrk_error or "ok",
                 "http_client": tools.client_error or "ok",
                 "c-floor": tools.floor_error or "ok",
                 "slowloris": tools.slowloris_error or "ok",
             },
-            "statistic": "median of rounds; one server process per run",
-            "cpu_source": "/proc/PID/stat utime+stime (+ reaped children) of the server's "
-            "whole process tree",
-            "seconds": round(time.monotonic() - t0, 1),
         },
-        "subjects": subjects,
-    }
-    reporting.publish(
-        result,
-        out_dir,
-        "http.json",
-        http_report.console,
-        charts=http_report.charts,
-        section="http" if update_readme else None,
-        readme_body=http_report.readme_section,
     )
-    ok = any("rate" in c for e in subjects.values() for c in e["scenarios"].values())
-    return 0 if ok else 1
+    return run.publish(settings, subjects, out_dir, update_readme)
 
 
 def _slowloris_settings(
@@ -781,14 +621,18 @@ def _slowloris_settings(
 
 
 def _parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="http_suite.py", description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="2 scenarios × 1 s, 1 round")
-    parser.add_argument("--subjects", nargs="+", default=None, choices=list(SUBJECTS))
-    parser.add_argument("--scenarios", nargs="+", default=None, choices=list(SCENARIOS))
-    parser.add_argument("--rounds", type=int, default=None, help="runs per pair (3; quick 1)")
-    parser.add_argument(
-        "--duration", type=float, default=None, help="seconds per wrk run (3; quick 1)"
-    )
+    return suite_runner.parser(
+        "http_suite.py",
+        __doc__,
+        SUBJECTS,
+        SCENARIOS,
+        quick_help="2 scenarios × 1 s, 1 round",
+        duration_help="seconds per wrk run (3; quick 1)",
+        own=_own_args,
+    ).parse_args(argv)
+
+
+def _own_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--idle-connections", type=int, default=None, help="idle scenario (10000; quick 2000)"
     )
@@ -805,24 +649,20 @@ def _parse_args(argv: list[str]) -> argparse.Namespace:
         help=f"seconds, given to every server that has one in the slowloris scenario "
         f"({HEAD_TIMEOUT:g}); its wrk runs last at least {SLOWLORIS_MARGIN:g} s longer",
     )
-    parser.add_argument("--server-cpu", type=int, default=SERVER_CPU, help="pin the server here")
-    parser.add_argument("--client-cpu", type=int, default=CLIENT_CPU, help="pin the load here")
-    reporting.add_output_args(parser)
-    return parser.parse_args(argv)
 
 
 def _tools(scenarios: list[Scenario], work: Path) -> Tools:
     """wrk, the idle client and the C floor: found, installed or built, or why not."""
     wrk, wrk_error = (None, None)
     if any(sc.kind in ("wrk", "slowloris") for sc in scenarios):
-        wrk, wrk_error = harness.ensure_wrk()
+        wrk, wrk_error = ensure_wrk()
     client, client_error = (None, None)
     if any(sc.kind == "idle" for sc in scenarios):
-        client, client_error = harness.build_c_tool(CLIENT_SRC, work)
-    floor, floor_error = harness.build_c_tool(FLOOR_SRC, work)
+        client, client_error = build_c_tool(CLIENT_SRC, work)
+    floor, floor_error = build_c_tool(FLOOR_SRC, work)
     slowloris, slowloris_error = (None, None)
     if any(sc.kind == "slowloris" for sc in scenarios):
-        slowloris, slowloris_error = harness.build_c_tool(SLOWLORIS_SRC, work)
+        slowloris, slowloris_error = build_c_tool(SLOWLORIS_SRC, work)
     for what, why in (
         ("wrk", wrk_error),
         ("idle client", client_error),

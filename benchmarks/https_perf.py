@@ -44,6 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import harness  # noqa: E402
 import https_suite  # noqa: E402
+import tools  # noqa: E402
 
 RESULTS = harness.BENCH_DIR / "results" / "https_perf.json"
 # The binaries with rustls and aws-lc linked in: their samples are split by symbol.
@@ -335,7 +336,7 @@ def main(argv: list[str]) -> int:
     if shutil.which("perf") is None:
         print("https_perf: no perf on PATH (Debian: apt-get install linux-perf)")
         return 1
-    args.wrk, why = harness.ensure_wrk() if args.scenario == "keep-alive" else (None, None)
+    args.wrk, why = tools.ensure_wrk() if args.scenario == "keep-alive" else (None, None)
     if args.scenario == "keep-alive" and args.wrk is None:
         print(f"https_perf: {why}")
         return 1

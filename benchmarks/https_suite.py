@@ -27,9 +27,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-import os
 import re
-import shutil
 import socket
 import ssl
 import subprocess
@@ -40,6 +38,8 @@ from typing import Any
 
 import harness
 import http_peers
+import tools
+from suite_runner import make_keys
 
 SERVER_CPU, LOAD_CPU = 0, 1
 FLOOR = "rust-floor"
@@ -73,71 +73,11 @@ http {{
 """
 
 
-def make_keys(work: Path) -> dict[str, tuple[Path, Path]]:
-    """A self-signed certificate for 127.0.0.1 of each kind: {kind: (cert, key)}."""
-    out = {}
-    for kind, gen in (
-        ("rsa", ["-newkey", "rsa:2048"]),
-        ("ecdsa", ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256"]),
-    ):
-        cert, key = work / f"{kind}.crt", work / f"{kind}.key"
-        subprocess.run(
-            [
-                "openssl",
-                "req",
-                "-x509",
-                *gen,
-                "-nodes",
-                "-keyout",
-                str(key),
-                "-out",
-                str(cert),
-                "-subj",
-                "/CN=127.0.0.1",
-                "-days",
-                "2",
-                "-addext",
-                "subjectAltName=IP:127.0.0.1",
-            ],
-            check=True,
-            capture_output=True,
-        )
-        out[kind] = (cert, key)
-    return out
-
-
-def _cargo() -> str | None:
-    found = shutil.which("cargo")
-    home = Path.home() / ".cargo" / "bin" / "cargo"
-    return found or (str(home) if home.exists() else None)
-
-
 @functools.cache
 def build_floor() -> Path:
-    """The TLS floor's binary, ``cargo build --release`` in ``benchmarks/tls_floor`` (a no-op
-    when it is up to date; the first build compiles aws-lc's C: minutes). Offline first, from
-    the registry cache ringloop's own build filled; crates.io if a crate is missing. Raises
-    ``harness.ServerFailed`` with cargo's last line."""
-    cargo = _cargo()
-    if cargo is None:
-        raise harness.ServerFailed("rust-floor: no cargo on PATH or in ~/.cargo/bin to build it")
-    base = [cargo, "build", "--release", "--locked", "--quiet"]
-    proc = None
-    for extra in (["--offline"], []):
-        proc = subprocess.run(
-            [*base, *extra],
-            cwd=FLOOR_DIR,
-            capture_output=True,
-            text=True,
-            timeout=1800,
-            env={**os.environ, "CARGO_TARGET_DIR": str(FLOOR_DIR / "target")},
-        )
-        if proc.returncode == 0:
-            return FLOOR_DIR / "target" / "release" / "tls_floor"
-    assert proc is not None
-    raise harness.ServerFailed(
-        f"rust-floor: cargo build failed: {harness.last_line(proc.stderr, '(no output)')}"
-    )
+    """The TLS floor's binary (``tools.cargo_build`` in ``benchmarks/tls_floor``; the first
+    build compiles aws-lc's C: minutes). Raises ``harness.ServerFailed``."""
+    return tools.cargo_build(FLOOR_DIR, "tls_floor", FLOOR)
 
 
 def command(subject: str, port: int, cert: Path, key: Path, work: Path) -> list[str]:
@@ -185,7 +125,7 @@ def answers_tls(port: int) -> bool:
 def start(subject: str, cert: Path, key: Path, work: Path) -> http_peers.PeerServer:
     port = http_peers.free_port()
     cmd = harness.pinned(command(subject, port, cert, key, work), SERVER_CPU)
-    env = {**harness.os.environ, "PYTHONPATH": str(http_peers.APPS_DIR), "PYTHONUNBUFFERED": "1"}
+    env = http_peers.server_env(http_peers.APPS_DIR)
     srv = http_peers.PeerServer(cmd, port, env, "/")
     deadline = time.monotonic() + 30
     while not answers_tls(port):
@@ -199,15 +139,13 @@ def start(subject: str, cert: Path, key: Path, work: Path) -> http_peers.PeerSer
 
 
 def keep_alive(wrk: str, srv: http_peers.PeerServer, seconds: float) -> dict[str, Any]:
-    cmd = harness.wrk_command(
-        wrk, f"https://127.0.0.1:{srv.port}/", connections=64, duration=seconds
-    )
+    cmd = tools.wrk_command(wrk, f"https://127.0.0.1:{srv.port}/", connections=64, duration=seconds)
     window = harness.CpuWindow(srv.pid, tree=True)
     out = subprocess.run(
         harness.pinned(cmd, LOAD_CPU), capture_output=True, text=True, timeout=seconds + 60
     )
     window.close()
-    w = harness.parse_wrk(out.stdout)
+    w = tools.parse_wrk(out.stdout)
     n = w.get("requests") or 0
     return {
         "requests": n,
@@ -259,7 +197,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--name", default=RESULTS.name, help="the JSON's file name in results/")
     args = p.parse_args(argv)
     rounds, seconds = (1, 3.0) if args.quick else (args.rounds, args.seconds)
-    wrk, why = harness.ensure_wrk()
+    wrk, why = tools.ensure_wrk()
     if wrk is None:
         print(f"https: {why}")
         return 1

@@ -35,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import harness  # noqa: E402
 import http_peers  # noqa: E402
 import reporting  # noqa: E402
+import tools  # noqa: E402
 
 DEFAULT_CONFIGS = [
     "off=",
@@ -52,18 +53,18 @@ def one_round(flags: list[str], args: argparse.Namespace, wrk: str, work: Path) 
         server.wait_ready(timeout=60)
         url = f"http://127.0.0.1:{server.port}/"
         client = harness.pinned(
-            harness.wrk_command(wrk, url, connections=args.connections, duration=1),
+            tools.wrk_command(wrk, url, connections=args.connections, duration=1),
             args.client_cpu,
         )
         subprocess.run(client, capture_output=True, timeout=60)  # warm-up
         cmd = harness.pinned(
-            harness.wrk_command(wrk, url, connections=args.connections, duration=args.seconds),
+            tools.wrk_command(wrk, url, connections=args.connections, duration=args.seconds),
             args.client_cpu,
         )
         t0, c0 = time.monotonic(), harness.tree_cpu_ticks(server.pid)
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=args.seconds + 60)
         t1, c1 = time.monotonic(), harness.tree_cpu_ticks(server.pid)
-        report = harness.parse_wrk(done.stdout)
+        report = tools.parse_wrk(done.stdout)
         requests = report.get("requests", 0)
         if not requests or c0 is None or c1 is None:
             return {"error": f"wrk: {done.stdout[-300:]} {done.stderr[-300:]}"}
@@ -97,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     configs = [c.partition("=") for c in (args.config or DEFAULT_CONFIGS)]
     configs = [(name, shlex.split(flags)) for name, _, flags in configs]
-    wrk, why = harness.ensure_wrk()
+    wrk, why = tools.ensure_wrk()
     if wrk is None:
         print(f"serve_flags_cost: {why}", file=sys.stderr)
         return 1

@@ -31,6 +31,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import harness  # noqa: E402
+import tools  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 PY = sys.executable
@@ -108,13 +109,13 @@ def run_one(name: str, cmd: list[str], port: int, path: str, args, wrk: str) -> 
                 raise RuntimeError(f"{name} did not start: {proc.stderr.read().decode()[-2000:]}")
             time.sleep(0.1)
         url = f"http://127.0.0.1:{port}{path}"
-        warm = harness.wrk_command(wrk, url, connections=args.connections, duration=1)
+        warm = tools.wrk_command(wrk, url, connections=args.connections, duration=1)
         subprocess.run(harness.pinned(warm, CLIENT_CPU), capture_output=True, check=True)
-        cmd_wrk = harness.wrk_command(wrk, url, connections=args.connections, duration=args.seconds)
+        cmd_wrk = tools.wrk_command(wrk, url, connections=args.connections, duration=args.seconds)
         window = harness.CpuWindow(proc.pid, tree=True)
         out = subprocess.run(harness.pinned(cmd_wrk, CLIENT_CPU), capture_output=True, text=True)
         window.close()
-        w = harness.parse_wrk(out.stdout)
+        w = tools.parse_wrk(out.stdout)
         if w.get("non_2xx") or any(w.get("socket_errors", {}).values()):
             raise RuntimeError(f"{name}: errors in the run: {out.stdout}")
         r = harness.rates(
@@ -142,11 +143,11 @@ def main() -> int:
     ap.add_argument("--connections", type=int, default=32)
     ap.add_argument("--subjects", nargs="*", default=["ringloop", "granian", "nginx"])
     args = ap.parse_args()
-    wrk, why = harness.ensure_wrk()
+    wrk, why = tools.ensure_wrk()
     if wrk is None:
         sys.exit(f"no wrk: {why}")
     if "nginx" in args.subjects:
-        found, why = harness.ensure_debian(
+        found, why = tools.ensure_debian(
             "nginx",
             "nginx-light",
             lambda: next(

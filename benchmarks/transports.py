@@ -64,6 +64,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 # The path line above makes these importable when this file is run as a script.
 import harness  # noqa: E402
 import reporting  # noqa: E402
+import tools  # noqa: E402
 import transports_report  # noqa: E402
 from loops import LOOPS, make_loop, package_mtime  # noqa: E402
 from rounds import run_rounds, summarise_rounds  # noqa: E402
@@ -440,7 +441,7 @@ def run_http(
     problem = http_probe(port)
     if problem:
         return {"failure": problem}
-    cmd = harness.wrk_command(
+    cmd = tools.wrk_command(
         wrk,
         f"http://127.0.0.1:{port}/",
         connections=CONNECTIONS,
@@ -456,7 +457,7 @@ def run_http(
     except subprocess.TimeoutExpired:
         return {"failure": f"wrk timed out after {st.duration + 60:.0f}s"}
     window.close()
-    report = harness.parse_wrk(proc.stdout)
+    report = tools.parse_wrk(proc.stdout)
     errors = {k: v for k, v in report["socket_errors"].items() if v}
     if proc.returncode != 0 or "requests" not in report:
         why = harness.last_line(proc.stderr or proc.stdout, "(no output)")
@@ -661,13 +662,13 @@ def _tools(scenarios: list[Scenario], workdir: Path) -> Tools:
     """Build or find only the load generators the chosen scenarios need."""
     client, echo_skip = (None, None)
     if any(sc.kind == "echo" for sc in scenarios):
-        client, echo_skip = harness.build_c_tool(ECHO_CLIENT_SRC, workdir)
+        client, echo_skip = tools.build_c_tool(ECHO_CLIENT_SRC, workdir)
     wrk, http_skip = (None, None)
     if any(sc.kind == "http" for sc in scenarios):
-        wrk, http_skip = harness.ensure_wrk()
+        wrk, http_skip = tools.ensure_wrk()
     floor = None
     if wrk is not None:
-        floor, floor_skip = harness.build_c_tool(HTTP_FLOOR_SRC, workdir)
+        floor, floor_skip = tools.build_c_tool(HTTP_FLOOR_SRC, workdir)
         if floor_skip:
             print(f"  {FLOOR} row left out: {floor_skip}", flush=True)
     for what, why in (("echo", echo_skip), ("HTTP", http_skip)):

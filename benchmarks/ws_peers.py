@@ -16,7 +16,6 @@ HTTP suite's (``http_peers``); nothing here measures.
 from __future__ import annotations
 
 import importlib.metadata
-import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -185,10 +184,5 @@ def start(subject: Subject, cpu: int | None, work: Path) -> PeerServer:
     """``subject`` serving the suite's app, pinned to ``cpu``, not yet waited for."""
     port = http_peers.free_port()
     cmd = harness.pinned(subject.command("", port, work), cpu)
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(APPS_DIR),
-        "PYTHONUNBUFFERED": "1",
-        "PYTHONDONTWRITEBYTECODE": "1",
-    }
+    env = http_peers.server_env(APPS_DIR)
     return PeerServer(cmd, port, env, "/")

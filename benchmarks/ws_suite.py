@@ -32,11 +32,9 @@ charts ``ws_report.py``'s, processes and /proc ``harness.py``'s.
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,9 +44,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 # The path line above makes these importable when this file is run as a script.
 import harness  # noqa: E402
 import reporting  # noqa: E402
+import suite_runner  # noqa: E402
+import tools  # noqa: E402
 import ws_peers  # noqa: E402
 import ws_report  # noqa: E402
-from rounds import run_rounds, summarise_rounds  # noqa: E402
 from ws_peers import SUBJECTS  # noqa: E402
 
 CONNECTIONS = 64
@@ -57,8 +56,6 @@ BROADCAST_SIZE = 32
 # Broadcasts in flight: enough that the server always has the next one queued while its
 # subscribers' writes go out, few enough that no queue grows (16 × 1,000 deliveries).
 WINDOW = 16
-SERVER_CPU = 0
-CLIENT_CPU = 1
 CLIENT_SRC = harness.BENCH_DIR / "ws_client.c"
 FIELDS = ("rate", "cpu_us", "server_busy", "client_busy", "p50_us", "p99_us", "rss_bytes")
 
@@ -275,116 +272,64 @@ QUICK = {"rounds": 1, "duration": 1.0}
 FULL = {"rounds": 3, "duration": 3.0}
 
 
-def unavailable_entry(name: str, why: str, scenarios: list[Scenario]) -> dict[str, Any]:
-    subject = SUBJECTS[name]
-    return {
-        "kind": subject.interface,
-        "loop_class": subject.how,
-        "version": None,
-        "backend": None,
-        "load_error": why,
-        "package_mtimes": [],
-        "scenarios": {
-            sc.key: {"status": "unavailable", "error": why, "runs": []} for sc in scenarios
-        },
-    }
-
-
 def main(argv: list[str] | None = None) -> int:
     """Runner entry point (also what ``benchmarks/run.py ws`` calls)."""
     args = _parse_args(list(sys.argv[1:] if argv is None else argv))
     preset = QUICK if args.quick else FULL
-    rounds = args.rounds or preset["rounds"]
     keys = args.scenarios or list(SCENARIOS)
-    scenarios = [SCENARIOS[k] for k in keys]
+    out_dir, update_readme = reporting.output_choice(args)
+    run = suite_runner.SuiteRun.from_args(
+        "ws", ws_report, args, preset, [SCENARIOS[k] for k in keys]
+    )
     st = Settings(
-        duration=args.duration or preset["duration"],
+        duration=run.duration,
         server_cpu=args.server_cpu,
         client_cpu=args.client_cpu,
         subscribers=args.subscribers,
         first_scenario=keys[0],
     )
-    names_wanted = args.subjects or list(SUBJECTS)
-    out_dir, update_readme = reporting.output_choice(args)
-    machine = harness.machine_info()
     with tempfile.TemporaryDirectory(prefix="ringloop-ws-") as tmp:
-        client, client_error = harness.build_c_tool(CLIENT_SRC, Path(tmp))
+        client, client_error = tools.build_c_tool(CLIENT_SRC, Path(tmp))
         if client is None:
             print(f"ws: cannot build the load generator: {client_error}", file=sys.stderr)
             return 1
-        unavailable = {}
-        for name in names_wanted:
-            if why := ws_peers.check(SUBJECTS[name]):
-                print(f"  {name}: unavailable: {why}", flush=True)
-                unavailable[name] = why
-        names = [n for n in names_wanted if n not in unavailable]
-        print(
-            f"ws: {len(names)} servers × {len(scenarios)} scenarios × {rounds} round(s) × "
-            f"{st.duration:g} s; server on CPU {st.server_cpu}, load on CPU {st.client_cpu}",
-            flush=True,
+        names, unavailable = suite_runner.available(
+            args.subjects or list(SUBJECTS), lambda name: ws_peers.check(SUBJECTS[name])
         )
-        t0 = time.monotonic()
-        state = run_rounds(
-            names,
-            scenarios,
-            rounds,
-            lambda name, sc: measure(name, sc, st, client, Path(tmp)),
-            brief=ws_report.brief,
-        )
-    machine["loadavg_end"] = list(os.getloadavg())
-    subjects = summarise_rounds(state, scenarios, lambda n: SUBJECTS[n].interface, FIELDS)
-    for name, why in unavailable.items():
-        subjects[name] = unavailable_entry(name, why, scenarios)
-    subjects = {n: subjects[n] for n in SUBJECTS if n in subjects}
-    result = {
-        "suite": "ws",
-        "machine": machine,
-        "settings": {
-            "quick": args.quick,
-            "rounds": rounds,
-            "duration": st.duration,
+        state = run.run_rounds(names, lambda name, sc: measure(name, sc, st, client, Path(tmp)))
+    subjects = run.subjects(
+        state,
+        SUBJECTS,
+        lambda subject: subject.interface,
+        FIELDS,
+        unavailable,
+    )
+    settings = run.settings(
+        {
             "connections": CONNECTIONS,
             "subscribers": st.subscribers,
             "broadcast_size": BROADCAST_SIZE,
             "window": WINDOW,
-            "server_cpu": st.server_cpu,
-            "client_cpu": st.client_cpu,
-            "scenarios": keys,
-            "scenario_labels": {sc.key: sc.label for sc in scenarios},
-            "how": {n: SUBJECTS[n].how for n in subjects},
-            "statistic": "median of rounds; one server process per run",
-            "cpu_source": "/proc/PID/stat utime+stime of the server's whole process tree, "
-            "from the client's connected line to its result",
-            "seconds": round(time.monotonic() - t0, 1),
         },
-        "subjects": subjects,
-    }
-    reporting.publish(
-        result,
-        out_dir,
-        "ws.json",
-        ws_report.console,
-        charts=ws_report.charts,
-        section="ws" if update_readme else None,
-        readme_body=ws_report.readme_section,
+        more={"how": {n: SUBJECTS[n].how for n in subjects}},
+        cpu_source="/proc/PID/stat utime+stime of the server's whole process tree, "
+        "from the client's connected line to its result",
     )
-    ok = any("rate" in c for e in subjects.values() for c in e["scenarios"].values())
-    return 0 if ok else 1
+    return run.publish(settings, subjects, out_dir, update_readme)
 
 
 def _parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="ws_suite.py", description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="1 round × 1 s")
-    parser.add_argument("--subjects", nargs="+", default=None, choices=list(SUBJECTS))
-    parser.add_argument("--scenarios", nargs="+", default=None, choices=list(SCENARIOS))
-    parser.add_argument("--rounds", type=int, default=None, help="runs per pair (3; quick 1)")
-    parser.add_argument("--duration", type=float, default=None, help="seconds per run (3; quick 1)")
-    parser.add_argument(
-        "--subscribers", type=int, default=SUBSCRIBERS, help=f"broadcast ({SUBSCRIBERS})"
+    parser = suite_runner.parser(
+        "ws_suite.py",
+        __doc__,
+        SUBJECTS,
+        SCENARIOS,
+        quick_help="1 round × 1 s",
+        duration_help="seconds per run (3; quick 1)",
+        own=lambda p: p.add_argument(
+            "--subscribers", type=int, default=SUBSCRIBERS, help=f"broadcast ({SUBSCRIBERS})"
+        ),
     )
-    parser.add_argument("--server-cpu", type=int, default=SERVER_CPU, help="pin the server here")
-    parser.add_argument("--client-cpu", type=int, default=CLIENT_CPU, help="pin the load here")
-    reporting.add_output_args(parser)
     args = parser.parse_args(argv)
     for what, value in (("--rounds", args.rounds), ("--subscribers", args.subscribers)):
         if value is not None and value < 1:

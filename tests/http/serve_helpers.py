@@ -293,7 +293,7 @@ end
 
 
 def ensure_wrk() -> str:
-    """wrk's path; installed from Debian when missing (as benchmarks/harness.py does)."""
+    """wrk's path; installed from Debian when missing (as benchmarks/tools.py does)."""
     path = shutil.which("wrk")
     if path:
         return path

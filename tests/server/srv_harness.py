@@ -619,7 +619,7 @@ def exchange(server: ServerProc, data: bytes, *, head: bool = False) -> Response
 
 
 def ensure_wrk() -> str:
-    """wrk's path; installed from Debian when missing (as benchmarks/harness.py does)."""
+    """wrk's path; installed from Debian when missing (as benchmarks/tools.py does)."""
     path = shutil.which("wrk")
     if path:
         return path
