@@ -553,7 +553,12 @@ def _nearest_end(ev: Evidence, b: Snapshot | None, e: Snapshot | None) -> Snapsh
     throttled slice booked as the application's wait). A watchdog reading inside the slice
     nearer its end than that tail frames it instead: the gap from it to the end is taken as
     the loop thread wanting a CPU, up to what the counters grew by the end reading, in their
-    proportion. Either way the error is at most the distance of the reading from the end."""
+    proportion. Either way the error is at most the distance of the reading from the end,
+    once a wait for a CPU still going at that reading is counted: the kernel adds a wait to
+    the run delay only as it ends, so what the counters grew by beyond the time between the
+    two readings is that wait's part before the reading, inside the slice (the loop thread
+    ran as the slice began). Without it a 7.6 ms wait ending just after the reading was booked
+    as 0.2 ms, and the rest as the application's wait."""
     if e is None or e.sched is None or e.t_ns <= ev.end_ns:
         return e
     lo = b.t_ns if b is not None else ev.start_ns
@@ -563,10 +568,12 @@ def _nearest_end(ev: Evidence, b: Snapshot | None, e: Snapshot | None) -> Snapsh
         return e
     d_cpu = max(0, e.sched[0] - p.sched[0])
     d_delay = max(0, e.sched[1] - p.sched[1])
+    before_p = min(d_delay, max(0, d_cpu + d_delay - (e.t_ns - p.t_ns)))
+    d_delay -= before_p
     grew = d_cpu + d_delay
     wanted = min(ev.end_ns - p.t_ns, grew)
     delay = wanted * d_delay // max(1, grew)
-    sched = (p.sched[0] + wanted - delay, p.sched[1] + delay)
+    sched = (p.sched[0] + wanted - delay, p.sched[1] + before_p + delay)
     return replace(e, t_ns=ev.end_ns, sched=sched)
 
 
