@@ -341,3 +341,97 @@ def test_a_worker_beside_a_loop_busy_with_its_own_code_is_no_gil_wait():
     ev.gil = [GilWindow(before, after, 5 * MS)]
     found, _ = causes.breakdown(ev)
     assert _share(found, "gil") == 0, found
+
+
+def _throttled_from_the_start(cpu_ns: int | None) -> tuple[list, int | None, float]:
+    # The live failure (uvloop, 5 % quota, two CPU hogs, 2026-11-27): a 586.9 ms slice
+    # throttled from its start; the watchdog, throttled with the group, read first at 288 ms.
+    # The loop thread spun its 5.4 ms (the scenario's clocks) after that reading.
+    start, dur = 0, 586_869_656
+    thr0 = {CG: (9, 1_312_462_050)}
+    pre = [
+        Snapshot(288_264_924, (130_871_404, 632_098_787), thr0),
+        Snapshot(386_427_017, (133_286_104, 727_962_852), {CG: (10, 1_467_047_748)}),
+        Snapshot(586_446_467, (135_952_670, 925_312_459), {CG: (12, 1_845_219_214)}),
+    ]
+    base = Snapshot(288_132_938, (130_871_404, 632_098_787), thr0)
+    end = Snapshot(586_971_838, (136_261_198, 925_801_757), {CG: (12, 1_845_219_214)})
+    end.started = {}
+    ev = Evidence(start, start + dur, IDENT, base=base, end=end, pre=pre)
+    ev.max_gap_ns = 103_500_000
+    ev.cpu_ns = cpu_ns
+    found, app_cpu = causes.breakdown(ev)
+    return found, app_cpu, dur / 1e9 - sum(c.seconds for c in found)
+
+
+def test_a_head_throttled_whole_is_not_given_the_windows_cpu():
+    # Spread like the window's, the 288 ms before the baseline made 5.2 ms of CPU, and the
+    # application's share came to 10.1 ms, over the 10 ms threshold.
+    _, app_cpu, left = _throttled_from_the_start(None)
+    assert app_cpu is not None and app_cpu > 10 * MS  # the extrapolation, as it was
+    # The heartbeat's CPU clock over the slice (5.5 ms: the spin and the scenario's reads)
+    # leaves the head no CPU: the application's share is its CPU time, the rest throttled.
+    found, app_cpu, left = _throttled_from_the_start(5_500_000)
+    assert app_cpu == 5_500_000, app_cpu
+    # Less the readings' own disagreement: the window's CPU and run delay add up to 0.3 ms
+    # more than its wall time.
+    assert 0.005 <= left <= 0.0056, found
+    assert found[0].cause == "throttled" and found[0].seconds > 0.58, found
+
+
+def test_the_loop_threads_own_end_reading_frames_the_next_slice():
+    # The live failure (stock asyncio, 5 % quota, two CPU hogs): a 297 ms slice whose loop
+    # thread waited 293 ms for the quota (the scenario's clocks). The watchdog, throttled with
+    # the group, read only 201 ms before the slice (beyond the gap) and at its very end, and
+    # 55 ms came out the application's `wait`. The monitor's own end reading of the slice
+    # before, taken moments before this one began, frames it (`Monitor.slice_ended`).
+    start, dur = 0, 297_093_180
+    thr0 = {CG: (8, 1_064_675_955)}
+    prev_end = Snapshot(-1 * MS, (172_180_506, 417_568_183), thr0)
+    pre = [
+        Snapshot(-201_097_626, (171_766_030, 129_388_893), {CG: (6, 682_696_459)}),
+        prev_end,
+        Snapshot(296_870_369, (177_932_857, 709_668_822), {CG: (11, 1_639_547_549)}),
+    ]
+    base = Snapshot(296_760_866, (177_932_857, 709_668_822), {CG: (11, 1_639_547_549)})
+    end = Snapshot(297_290_384, (178_200_595, 710_270_647), {CG: (11, 1_639_547_549)})
+    end.started = {}
+    ev = Evidence(start, start + dur, IDENT, base=base, end=end, pre=pre)
+    ev.max_gap_ns = 103_500_000
+    found, app_cpu = causes.breakdown(ev)
+    throttled = _share(found, "throttled")
+    assert 0.29 <= throttled <= dur / 1e9, found
+    assert dur / 1e9 - sum(c.seconds for c in found) < 0.007, found  # the spin's 5.3 ms
+    # Without it, the reading 201 ms before the slice (beyond the usual distance) frames it:
+    # off by what came between it and the slice (here the spin's CPU goes too), not by the
+    # slice's whole wait, which a baseline at its very end left the application's.
+    ev = Evidence(start, start + dur, IDENT, base=base, end=end, pre=[pre[0], pre[2]])
+    ev.max_gap_ns = 103_500_000
+    found, _ = causes.breakdown(ev)
+    assert 0.29 <= _share(found, "throttled") <= dur / 1e9, found
+
+
+def test_the_reading_nearest_the_start_frames_it():
+    # The live failure (stock asyncio, 5 % quota, two CPU hogs): a 1.19 s slice whose loop
+    # thread waited 884 ms for the quota (the scenario's clocks). The watchdog read 1.9 ms
+    # before it and, throttled with the group, 189 ms into it. Framed from the reading inside,
+    # the head took the window's ratio, where the loop thread's waits had ended in lumps (the
+    # run delay is added as a wait ends): 828 ms throttled, 361 ms the application's `wait`.
+    thr0 = {CG: (6, 749_562_973)}
+    inside = Snapshot(189_200_000, (106_740_000, 381_920_000), {CG: (8, 1_114_593_135)})
+    pre = [
+        Snapshot(-7_060_000, (104_760_000, 194_960_000), thr0),
+        Snapshot(-1_900_000, (104_760_000, 194_960_000), thr0),
+        inside,
+    ]
+    end = Snapshot(1_189_590_000, (110_520_000, 1_078_550_000), {CG: (18, 3_031_469_423)})
+    end.started = {}
+    ev = Evidence(0, 1_189_292_313, IDENT, base=inside, end=end, pre=pre)
+    ev.max_gap_ns = 103_500_000
+    # The watchdog's own wait for a CPU, holding the GIL, in the slice's head (`watch_stalls`).
+    with _stalled(500_000, 188_900_000, 183_100_000):
+        found, app_cpu = causes.breakdown(ev)
+    # The reading 1.9 ms before frames it: the loop thread's whole 884 ms wait, and the
+    # watchdog's stall, which kept it from the GIL, are the quota's.
+    assert 0.88 <= _share(found, "throttled") <= 1.07, found
+    assert app_cpu is not None and 5 * MS < app_cpu < 6 * MS, app_cpu

@@ -285,6 +285,9 @@ class Evidence:
     max_gap_ns: int = 0
     signal_delay_ns: int = 0  # run delay caused by the native sampler's signals
     gil: list[GilWindow] = field(default_factory=list)
+    # The loop thread's CPU time over the whole slice, where its backend measured it (the
+    # heartbeat's CPU clock at its beats: `SliceState.slice_cpu`); else None.
+    cpu_ns: int | None = None
 
 
 def breakdown(ev: Evidence) -> tuple[list[Cause], int | None]:
@@ -304,20 +307,35 @@ def breakdown(ev: Evidence) -> tuple[list[Cause], int | None]:
     started: Cause | None = None
     gil, held = _gil(ev)
     b, e = ev.base, ev.end
-    # The earliest reading inside the slice if it came early (a quarter of the slice at
-    # most: the rest is extrapolated), else the latest from before it. One from before also
-    # counts what happened between it and the slice (the loop thread waking for the slice),
-    # so it is only the fallback when the watchdog ran late.
+    # The baseline: the earliest reading inside the slice if it came early (a quarter of the
+    # slice at most: the head before it is extrapolated), or the latest from before it (which
+    # also counts what happened between it and the slice, the loop thread waking for it).
     usable = [p for p in ev.pre if p.sched is not None and start - ev.max_gap_ns <= p.t_ns < end]
     if b is not None and b.sched is not None:
         usable.append(b)
     inside = [p for p in usable if p.t_ns > start]
-    before = [p for p in usable if p.t_ns <= start]
     early = min(inside, key=lambda p: p.t_ns, default=None)
-    if early is not None and (early.t_ns - start) * 4 <= dur:
+    latest = max((p for p in usable if p.t_ns <= start), key=lambda p: p.t_ns, default=None)
+    if latest is None:
+        # None within the usual distance (the watchdog was throttled or starved before the
+        # slice too): an older one still beats none, or one farther inside. With none, a
+        # 204 ms slice throttled from its start came out all the application's CPU.
+        stale = (p for p in ev.pre if p.sched is not None and p.t_ns <= start)
+        latest = max(stale, key=lambda p: p.t_ns, default=None)
+        if latest is not None and early is not None and early.t_ns - start < start - latest.t_ns:
+            latest = None
+    # Of the two, the one nearer the start: each is wrong by at most its distance. A baseline
+    # 189 ms into a 1.19 s throttled slice, taken over a reading 1.9 ms before it, spread the
+    # window's ratio over a head that had waited for the quota throughout: 361 ms came out
+    # `wait`.
+    if (
+        early is not None
+        and (early.t_ns - start) * 4 <= dur
+        and (latest is None or early.t_ns - start <= start - latest.t_ns)
+    ):
         b = early
-    elif before:
-        b = max(before, key=lambda p: p.t_ns)
+    elif latest is not None:
+        b = latest
     else:
         b = early
     if b is not None and b.sched is not None:
@@ -367,16 +385,26 @@ def breakdown(ev: Evidence) -> tuple[list[Cause], int | None]:
                 gc_cpu = gc_w - gc_delay
             cpu = max(0, cpu - gc_cpu)
             delay -= gc_delay
+            head_cpu = None
+            if scale > 1.0 and ev.cpu_ns is not None and not gc_ns:
+                # The slice's head, before the baseline, need not look like the rest: a loop
+                # thread throttled from the slice's start spun its 5 ms only after a baseline
+                # read 288 ms in, and the window's ratio made 10 ms of CPU of it. With the
+                # whole slice's CPU known, the head's is what the window leaves of it, and
+                # only its other time is spread like the window's time off its CPU.
+                head_cpu = min(dur - measured, max(0, ev.cpu_ns - cpu))
             thr_ns, periods = _throttled(b, e)
             thr = min(thr_ns, delay)
             # The time the loop thread was off its CPU and not waiting for one outside
             # collections: it slept, or waited for a lock, an event, another thread (the run
             # delay the sampler's signals caused is sleep too: it is out of `delay` already).
             off = max(0, measured - cpu - delay)
+            if head_cpu is not None:
+                scale = 1.0 + (dur - measured - head_cpu) / max(1, delay + off)
             started = _book_machine(
                 causes, ev, known, held, lo, off, delay, thr, thr_ns, periods, scale
             )
-            app_cpu = int(cpu * scale)
+            app_cpu = int(cpu * scale) if head_cpu is None else cpu + head_cpu
         else:
             # The baseline came too late to extrapolate from (a watchdog waiting for a CPU on
             # a busy machine). A thread started in the slice still gives its wait, which needs

@@ -32,7 +32,7 @@ from .block import (
     task_of,
 )
 from .slice_io import MAX_IO_EVENTS, record_io
-from .slices import HIST_FLOOR_NS
+from .slices import HIST_FLOOR_NS, SliceState
 from .stacks import blamed_frame, format_location, summaries
 from .watchdog import get_watchdog, read_busy_ns
 
@@ -200,6 +200,14 @@ class LoopMonitor:
         try:
             if snap is not None:
                 self._evidence = self._gather(start_ns, end_ns, seq, snap)
+                if snap.sched is not None and self._reading_each_wake():
+                    # The loop thread's own reading, moments after this slice: a frame for the
+                    # next one, where the watchdog (throttled with the group, or waiting for a
+                    # CPU) read nothing since. A slice throttled from its start then had only
+                    # a baseline read at its end, and 55 ms of its 293 ms wait for the quota
+                    # came out the application's.
+                    st = self.state
+                    st.pre = [*st.pre[-3:], snap]
             self._slice_ended(handle, start_ns, end_ns, task, seq, cpu_end)
         except Exception:  # never let reporting break the loop
             logger.exception("ringloop.watch: failed to report a slow slice")
@@ -222,6 +230,8 @@ class LoopMonitor:
             ev.end = end if end is not None else causes.Snapshot.take(st.native_id)
             ev.pre, ev.max_gap_ns = list(st.pre), self._pre_gap_ns()
             ev.signal_delay_ns, st.signal_delay_ns = st.signal_delay_ns, 0
+            if st.slice_cpu is not None and st.slice_cpu[0] == start_ns:
+                ev.cpu_ns = st.slice_cpu[1]
             ev.gil = [w for w in st.gil_windows if w.after.t_ns > start_ns]
             st.gil_windows = []
             wd = get_watchdog()
@@ -233,7 +243,7 @@ class LoopMonitor:
                 # it woke late and has not recorded that yet (then its baseline is still the
                 # last wake's, and the window opens when the wake was due).
                 w0 = st.wake_clocks or c
-                now = causes.Clocks.take(st.native_id, wd.native_id, True)
+                now = self._window_end(st, wd, ev.end)
                 due = max(w0.t_ns, min(wd.woke_ns, wd.wake_due or wd.woke_ns))
                 ev.gil.append(causes.GilWindow(w0, now, due))
             elif c is not None and wd.woke_ns < wd.due_ns and due < end_ns:
@@ -241,11 +251,26 @@ class LoopMonitor:
                 # baseline, if that came later): a window still open. Due before the slice
                 # began, it may have waited for a CPU first; `causes._gil` takes the window
                 # from the slice's start.
-                now = causes.Clocks.take(st.native_id, wd.native_id, True)
+                now = self._window_end(st, wd, ev.end)
                 ev.gil.append(causes.GilWindow(c, now, due))
             return ev
         finally:
             _tls.reporting = False
+
+    @staticmethod
+    def _window_end(st: SliceState, wd: Any, end: causes.Snapshot) -> causes.Clocks:
+        """The clocks closing a GIL window still open at a slice's report. Its run delay is the
+        end snapshot's, read moments before (or at the slice's very end) by this same thread,
+        which has run since: a second /proc read would add nothing."""
+        now = causes.Clocks.take(st.native_id, wd.native_id)
+        now.delay = end.sched[1] if end.sched is not None else None
+        return now
+
+    @staticmethod
+    def _reading_each_wake() -> bool:
+        """Whether the watchdog takes `Evidence.pre` readings at its wakes now (`Watchdog._run`):
+        under a CPU quota, or for a while after it woke late."""
+        return causes.under_quota() or time.monotonic_ns() < get_watchdog().busy_until
 
     def _pre_gap_ns(self) -> int:
         """How long before a slice a watchdog reading may come and still frame it. Under a

@@ -136,6 +136,11 @@ class Watchdog:
             # before the state is published: its /proc read gives the GIL up, and a wake that
             # began then saw a state without a baseline and could frame none of its waits.
             state.clocks = Clocks.take(state.native_id, self.native_id, True)
+            if under_quota():
+                # The first frame for the first slices (`Evidence.pre`): under a quota the
+                # watchdog may be throttled with the group until well into the first slice
+                # of a scope just opened (a pytest test's), with nothing read before it.
+                state.pre = [Snapshot.take(state.native_id)]
             self._states = [*self._states, state]
             self._ensure_thread()
         self.set_ns = time.monotonic_ns()
