@@ -20,7 +20,8 @@ wait for a CPU still going at the last reading, is counted since); one was a col
 time with its wait for a CPU in it (23.5 ms of gc for 9 objects); and once
 test_blocking_endpoint_is_reported's samples missed the extraction (in 2 of 10 runs on an idle
 machine too). So a test of MUST_PASS that fails is run again, alone (up to ATTEMPTS runs in
-all), and must pass in one of them. The blocking endpoint blocks for 50-250 ms every time, so it
+all), and must pass in one of them; so is the blocking test, where its report does not name
+the extraction. The blocking endpoint blocks for 50-250 ms every time, so it
 fails every time.
 """
 
@@ -100,7 +101,19 @@ def test_blocking_option_fails_only_the_blocking_endpoint(example):
         assert got[name] == "FAILED", out
         assert re.search(rf"^FAILED test_ingest\.py::{name} - BlockingError", out, re.M), out
     assert re.search(rf"at app\.py:{put_line()} in ingest_blocking", out), out
-    assert re.search(r"extract\.py:\d+ in extract", out), out
+    # ...and the extraction, where a sample found it. MuPDF's C calls hold the GIL, and the
+    # Python watchdog samples only between them: the reports of both tests missed it in 1 of
+    # 10 runs. Like MUST_PASS, the blocking test is run again for it, up to ATTEMPTS runs.
+    named = re.search(r"extract\.py:\d+ in extract", out)
+    for _ in range(ATTEMPTS - 1):
+        if named:
+            break
+        ids = ("test_ingest.py::test_ingest_blocking",)
+        again = example.runpytest_inprocess(
+            "-p", "no:cacheprovider", "--ringloop-blocking=0.01", *ids
+        )
+        named = re.search(r"extract\.py:\d+ in extract", again.stdout.str())
+    assert named, out
     assert "kind: " in out and "task: " in out
     # ...and the same tests of the async endpoint pass.
     for name in MUST_PASS:
