@@ -283,6 +283,7 @@ def _throttle_child(loop_name: str, cgdir: str) -> None:
             await asyncio.sleep(0.01)
             c0, d0 = schedstat()
             _, t0 = cgroup_throttled(cgdir)
+            t_spin = time.time()
             spin_cpu(0.005)  # BLOCKS-throttled
             c1, d1 = schedstat()
             _, t1 = cgroup_throttled(cgdir)
@@ -290,6 +291,7 @@ def _throttle_child(loop_name: str, cgdir: str) -> None:
             _, d_after = schedstat()
             _, t_after = cgroup_throttled(cgdir)
             out.update(cpu=(c1 - c0) / 1e9, delay=(d1 - d0) / 1e9, throttled=(t1 - t0) / 1e9)
+            out.update(spin=t_spin)  # when the spin began (wall clock, as `Block.start`)
             out.update(delay_out=(d_after - d_before) / 1e9)
             out.update(throttled_out=(t_after - t_before) / 1e9)
         out["blocks"] = [b.to_dict() | {"report": str(b)} for b in nb.blocks]
