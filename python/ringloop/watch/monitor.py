@@ -300,14 +300,45 @@ class LoopMonitor:
         window = self._share_window(share, arm_wall, start_ns)
         own, st.slice_cpu = st.slice_cpu, None
         late = not arm_wall or (arm_wall - start_ns) * 4 > duration  # 0: never armed
-        if own is not None and own[0] == start_ns and late:
+        whole = self._whole_share(own, start_ns, end_ns) if late else None
+        if whole is not None:
             # The watchdog armed late or never: the loop thread held the GIL (a C call) until
-            # near the slice's end, and a share from the arming on saw only the tail (a 49 ms
-            # `sum()` came out `wait`). The backend's CPU clock covers the slice whole; like a
-            # bare CPU clock's share it does not count waits for a CPU (`_share_window`).
-            cpu = min(1.0, own[1] / max(1, duration))
-            window = (start_ns, False, None)
+            # near the slice's end, and a share from the arming on saw only the tail, where the
+            # loop thread waited for the GIL the arming watchdog held (a 49 ms `sum()` came
+            # out `wait` on uvloop; on 3.14, 11 of 20 60 ms ones on stock asyncio). A CPU
+            # clock over the slice whole does not count waits for a CPU (`_share_window`).
+            cpu, window = whole, (start_ns, False, None)
         self._dispatch(handle, start_ns, end_ns, task, io, samples, cpu, False, window=window)
+
+    def _whole_share(self, own: tuple[int, int] | None, start_ns: int, end_ns: int) -> float | None:
+        """The loop thread's CPU share over the whole slice, by a CPU clock: its backend's, where
+        it measured the slice (`SliceState.slice_cpu`: the heartbeat's), else the loop thread's
+        clock as the watchdog read it at its last wake before the slice (`Clocks`: each wake
+        reads it, no /proc) and now. None where that wake came too long before the slice."""
+        duration = end_ns - start_ns
+        if own is not None and own[0] == start_ns:
+            return min(1.0, own[1] / max(1, duration))
+        st = self.state
+        # The last two wakes may both have come after the call that held the GIL; a late
+        # wake's GIL window keeps the clocks of the wake before it (`Watchdog._late`).
+        ev = self._evidence
+        windows = [w.before for w in ev.gil] if ev is not None and ev.start_ns == start_ns else []
+        framing = [
+            c
+            for c in (st.clocks, st.clocks_before, *windows)
+            if c is not None and c.loop is not None and c.t_ns <= start_ns
+        ]
+        if not framing:
+            return None
+        c = max(framing, key=lambda c: c.t_ns)
+        if (start_ns - c.t_ns) * 4 > duration:
+            return None
+        cpu_now, now = causes.thread_cpu(st.native_id), time.monotonic_ns()
+        if cpu_now is None:
+            return None
+        # From that wake to now: a little before the slice (idle, on an idle loop) and the
+        # report's work so far after it (on the CPU): both small beside the slice.
+        return max(0.0, min(1.0, (cpu_now - c.loop) / max(1, now - c.t_ns)))
 
     def in_progress(self, consumer: Consumer, now_ns: int) -> None:
         """A scope ends inside a running slice: judge the part of the slice seen so far."""
